@@ -1,0 +1,1 @@
+"""Prefect flows and the command line: thin wiring, no scoring logic."""

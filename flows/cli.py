@@ -1,0 +1,155 @@
+"""The `juryflow` command line."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from flows.prefect_env import apply_offline_defaults, quiet_prefect_logging
+
+apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
+
+from flows import output  # noqa: E402  (Prefect settings must be in place first)
+
+app = typer.Typer(
+    help="Judge panels for LLM evaluations: run, agree, disagree, query.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
+]
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def run(
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[
+        str | None, typer.Option(help="Panel YAML file (default: the offline panel).")
+    ] = None,
+    db: DbOption = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="Prompt variable from a column: VAR=COLUMN (repeatable)."),
+    ] = None,
+    quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    chunk_size: Annotated[int, typer.Option(help="Items per Prefect task.")] = 200,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+    resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name for regressions.")] = None,
+    max_chars: Annotated[int, typer.Option(help="Longest accepted value.")] = 200_000,
+    dask: Annotated[
+        str | None,
+        typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run every item through every judge of the panel and store it all in DuckDB."""
+    from flows.run_setup import preflight
+    from flows.runner import run_evaluation
+    from judges.panel import PanelError
+    from storage.datasets import DatasetError, parse_mapping
+
+    quiet_prefect_logging(verbose)
+    try:
+        mapping = parse_mapping(map_ or [])
+        if resume is None:
+            preflight(dataset, panel, mapping)
+        summary = run_evaluation(
+            console,
+            dict(
+                dataset=dataset,
+                panel=panel,
+                db=db,
+                resume=resume,
+                suite=suite,
+                chunk_size=chunk_size,
+                quorum=quorum,
+                mapping=mapping,
+                use_cache=not no_cache,
+                max_chars=max_chars,
+            ),
+            dask=dask,
+        )
+    except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+        _fail(str(error))
+        return
+    output.print_run_summary(console, summary)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL to run against the store (read-only).")],
+    db: DbOption = None,
+    format_: Annotated[
+        str, typer.Option("--format", "-f", help="table, csv or json.")
+    ] = "table",
+    limit: Annotated[int, typer.Option(help="Rows to show in table format.")] = 1000,
+) -> None:
+    """Query the store read-only; DuckDB refuses any statement that would write."""
+    from storage.connection import StoreError
+    from storage.store import Store
+
+    if format_ not in {"table", "csv", "json"}:
+        _fail("--format must be table, csv or json")
+    try:
+        columns, rows = Store(db).query(query)
+    except StoreError as error:
+        _fail(str(error))
+        return
+    except Exception as error:  # DuckDB's own message says what is wrong with the SQL
+        _fail(f"{type(error).__name__}: {error}")
+        return
+    output.print_rows(console, columns, rows, format_, limit)
+
+
+@app.command("stub-server")
+def stub_server(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    latency_ms: Annotated[float, typer.Option(help="Added latency per request.")] = 0.0,
+    fault_429: Annotated[float, typer.Option(help="Share of 429 answers.")] = 0.0,
+    fault_500: Annotated[float, typer.Option(help="Share of 500 answers.")] = 0.0,
+    fault_hang: Annotated[float, typer.Option(help="Share of requests that hang.")] = 0.0,
+    fault_drop: Annotated[float, typer.Option(help="Share of dropped connections.")] = 0.0,
+    malformed: Annotated[float, typer.Option(help="Share of malformed outputs.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
+    from judges.stub_server import StubConfig, serve
+
+    config = StubConfig(
+        latency_ms=latency_ms,
+        fault_429=fault_429,
+        fault_500=fault_500,
+        fault_hang=fault_hang,
+        fault_drop=fault_drop,
+        malformed=malformed,
+        seed=seed,
+    )
+    console.print(f"stand-in server on http://127.0.0.1:{port} (Ctrl-C stops it)")
+    serve(host="127.0.0.1", port=port, config=config)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The `evaluate` flow: every item through every judge, consensus per item, all into DuckDB."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from flows import progress
+from flows.run_setup import RunPlan, plan_run
+from flows.tasks import judge_chunk, judge_for
+from judges.consensus import item_consensus
+from judges.panel import JudgeSpec
+from judges.records import Item, Judgment
+from storage.datasets import DEFAULT_MAX_CHARS, RowError, count_rows, read_items
+
+
+def _chunks(rows: Iterable[Item | RowError], size: int) -> Iterator[list[Item | RowError]]:
+    iterator = iter(rows)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+class ChunkRunner:
+    """Judges chunks of one run; only this object, in the flow process, writes to the store."""
+
+    def __init__(self, plan: RunPlan, distributed: bool) -> None:
+        self.plan = plan
+        self.distributed = distributed
+        self.done_pairs = plan.store.judged_pairs(plan.run_id) if plan.resumed else set()
+        self.done_consensus = plan.store.consensus_item_ids(plan.run_id) if plan.resumed else set()
+        self.stored: dict[str, list[Judgment]] = {}
+        if plan.resumed:
+            for judgment in plan.store.load_judgments(plan.run_id):
+                self.stored.setdefault(judgment.item_id, []).append(judgment)
+
+    def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
+        judge = judge_for(spec, self.plan.panel.prices)
+        key_of = getattr(judge, "cache_key", None)
+        if not self.plan.use_cache or key_of is None:
+            return []
+        keys = {item.item_id: key_of(item) for item in items}
+        found = self.plan.store.cached_judgments(list(keys.values()))
+        return [
+            dataclasses.replace(found[key], item_id=item_id, judge_id=spec.id, cached=True)
+            for item_id, key in keys.items()
+            if key in found
+        ]
+
+    async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
+        todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
+        cached = self._cached(spec, todo)
+        hit = {j.item_id for j in cached}
+        todo = [i for i in todo if i.item_id not in hit]
+        fresh: list[Judgment] = []
+        if todo:
+            prices = self.plan.panel.prices
+            if self.distributed:
+                future = judge_chunk.submit(spec, prices, todo, index)
+                fresh = await asyncio.to_thread(future.result)
+            else:
+                fresh = await judge_chunk(spec, prices, todo, index)
+        new = cached + fresh
+        self.plan.store.insert_judgments(self.plan.run_id, new)
+        progress.report("judged", len(new))
+        return new
+
+    async def run_chunk(self, items: list[Item], index: int) -> int:
+        results = await asyncio.gather(
+            *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
+        )
+        by_item: dict[str, list[Judgment]] = {i.item_id: list(self.stored.get(i.item_id, [])) for i in items}
+        for judgments in results:
+            for judgment in judgments:
+                by_item[judgment.item_id].append(judgment)
+        text_variable = self.plan.text_variable
+        consensus = [
+            item_consensus(
+                item.item_id,
+                by_item[item.item_id],
+                n_judges=len(self.plan.panel.judges),
+                text=item.text(text_variable),
+                quorum=self.plan.quorum,
+            )
+            for item in items
+            if item.item_id not in self.done_consensus
+        ]
+        self.plan.store.insert_consensus(self.plan.run_id, consensus)
+        progress.report("items_done", len(items))
+        return len(items)
+
+
+async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int) -> list[RowError]:
+    runner = ChunkRunner(plan, distributed)
+    total = count_rows(plan.dataset)
+    if total is not None:
+        progress.report("total", total)
+    rows = read_items(plan.dataset, plan.needed_variables, plan.mapping, plan.max_chars)
+    # Bounding the chunks in flight bounds memory: the dataset is read only as fast as
+    # chunks finish, whatever its size.
+    slots = asyncio.Semaphore(chunks_in_flight)
+    errors: list[RowError] = []
+    pending: set[asyncio.Task[int]] = set()
+
+    async def guarded(items: list[Item], index: int) -> int:
+        try:
+            return await runner.run_chunk(items, index)
+        finally:
+            slots.release()
+
+    for index, batch in enumerate(_chunks(rows, plan.chunk_size)):
+        items = [row for row in batch if isinstance(row, Item)]
+        errors.extend(row for row in batch if isinstance(row, RowError))
+        plan.store.insert_items(plan.run_id, items)
+        await slots.acquire()
+        pending.add(asyncio.create_task(guarded(items, index)))
+        finished = {t for t in pending if t.done()}
+        for task in finished:
+            task.result()
+        pending -= finished
+    await asyncio.gather(*pending)
+    plan.store.insert_row_errors(plan.run_id, errors)
+    return errors
+
+
+@flow(name="evaluate", log_prints=True)
+async def evaluate(
+    dataset: str | None = None,
+    panel: str | None = None,
+    db: str | None = None,
+    resume: str | None = None,
+    suite: str | None = None,
+    chunk_size: int = 200,
+    quorum: int | None = None,
+    mapping: dict[str, str] | None = None,
+    use_cache: bool = True,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    distributed: bool = False,
+    chunks_in_flight: int = 4,
+) -> dict[str, Any]:
+    """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
+    logger = get_run_logger()
+    plan = plan_run(
+        dataset=dataset,
+        panel=panel,
+        db=db,
+        resume=resume,
+        suite=suite,
+        chunk_size=chunk_size,
+        quorum=quorum,
+        mapping=mapping,
+        use_cache=use_cache,
+        max_chars=max_chars,
+        flow_run_id=str(flow_run.get_id() or "") or None,
+    )
+    logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
+    try:
+        errors = await judge_dataset(plan, distributed, chunks_in_flight)
+    except BaseException as error:
+        plan.store.finish_run(plan.run_id, "failed", f"{type(error).__name__}: {error}")
+        raise
+    plan.store.finish_run(plan.run_id, "completed")
+    summary = plan.store.run_summary(plan.run_id)
+    summary.update(run_id=plan.run_id, db=str(plan.store.path), rejected=len(errors))
+    return summary

@@ -1,0 +1,56 @@
+"""Prefect settings juryflow needs before Prefect is imported, and its logging once it is.
+
+Set with ``setdefault`` so that a user's own configuration (a real server, more logging)
+always wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+OFFLINE_DEFAULTS = {
+    # No telemetry attempts: this tool runs offline and must not phone home.
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    # The ephemeral API server takes 9-18 s to start on a 2-core machine; the default
+    # timeout is shorter than that.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+}
+
+
+QUIET_DEFAULTS = {
+    # The terminal belongs to juryflow's progress bar and summary; --verbose shows Prefect's.
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # The ephemeral server logs event-flushing errors while it shuts down at exit.
+    "PREFECT_LOGGING_SERVER_LEVEL": "CRITICAL",
+}
+
+
+def apply_offline_defaults(quiet: bool = False) -> None:
+    for name, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    if quiet:
+        for name, value in QUIET_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+
+
+def quiet_prefect_logging(verbose: bool = False) -> None:
+    """Keep the terminal for juryflow's own progress bar and summary.
+
+    The ephemeral server logs event-flushing errors while it shuts down at exit; they are
+    about Prefect's bookkeeping, not about the run.
+    """
+    if verbose:
+        return
+    import prefect  # noqa: F401  (Prefect configures its loggers on import; adjust after)
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("prefect"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    for name in ("prefect.server", "prefect._internal", "prefect.events", "uvicorn", "docket"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # The client logs "Starting temporary server" at INFO and "Still processing items" at
+    # WARNING while the ephemeral server shuts down: neither is about the run.
+    logging.getLogger("prefect").setLevel(logging.ERROR)
+    logging.getLogger("prefect.EventsWorker").setLevel(logging.ERROR)

@@ -1,0 +1,69 @@
+"""The one Prefect task of a judging run: one judge over one chunk of items.
+
+Inside, calls run concurrently under the judge's own limiters; Prefect's retry is only the
+outer safety net for a task that dies as a whole (a worker lost, say).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from judges.base import Judge
+from judges.factory import build_judge
+from judges.panel import JudgeSpec, Price
+from judges.records import Item, Judgment, unscored
+
+# Judges hold HTTP clients and limiters bound to an event loop, so one is built per loop:
+# tasks awaited in the flow's loop share it (and its per-provider limits); tasks on other
+# workers or threads get their own.
+_judges_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Judge]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def judge_for(spec: JudgeSpec, prices: dict[str, Price]) -> Judge:
+    loop = asyncio.get_running_loop()
+    judges = _judges_by_loop.setdefault(loop, {})
+    key = spec.model_dump_json() + json.dumps({k: v.model_dump() for k, v in prices.items()})
+    if key not in judges:
+        judges[key] = build_judge(spec, prices)
+    return judges[key]
+
+
+@task(
+    name="judge-chunk",
+    task_run_name="{spec.id}/chunk-{chunk_index}",
+    cache_policy=NO_CACHE,
+    retries=1,
+    retry_delay_seconds=5,
+)
+async def judge_chunk(
+    spec: JudgeSpec, prices: dict[str, Price], items: list[Item], chunk_index: int
+) -> list[Judgment]:
+    judge = judge_for(spec, prices)
+    results = await asyncio.gather(*(judge.judge(item) for item in items), return_exceptions=True)
+    judgments: list[Judgment] = []
+    for item, result in zip(items, results, strict=True):
+        if isinstance(result, Judgment):
+            judgments.append(result)
+        elif isinstance(result, Exception):
+            # A judge should return unscored rather than raise; if one raises anyway, only
+            # that item is lost for that judge, and the row says why.
+            judgments.append(
+                unscored(
+                    item.item_id,
+                    spec.id,
+                    judge.output_kind,
+                    f"judge raised {type(result).__name__}: {result}",
+                    provider=spec.provider,
+                    model=spec.model,
+                )
+            )
+        else:
+            raise result
+    return judgments

@@ -1,0 +1,562 @@
+"""How much the judges of a panel agree with each other: pure, vectorised numpy statistics.
+
+Every function takes plain arrays and returns plain numbers or arrays; nothing here reads a
+file or the database, so the same maths serves the CLI report, the tests and notebooks.
+
+Conventions shared by the whole module:
+
+- a *reliability matrix* has shape ``(n_judges, n_items)``, float, with ``NaN`` where a
+  judge gave no rating (unscored, or not asked);
+- a *verdict matrix* is a reliability matrix holding 0/1 (``score > VERDICT_THRESHOLD``, see
+  :func:`verdicts_from_scores`);
+- a judge whose row is all ``NaN`` scored nothing and is ignored, never an error;
+- a statistic that is undefined for the data (nothing to compare, no variation to explain)
+  is ``NaN``, so one degenerate run does not crash a report that covers many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from judges.records import VERDICT_THRESHOLD
+
+Level = Literal["interval", "ordinal", "nominal"]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+SpanList = Sequence[tuple[int, int]]
+
+__all__ = [
+    "Level",
+    "SpanList",
+    "alpha_from_coincidences",
+    "cohen_kappa",
+    "coincidence_matrix",
+    "effective_panel_size",
+    "error_correlation",
+    "fleiss_kappa",
+    "judge_bias",
+    "krippendorff_alpha",
+    "merge_spans",
+    "micro_span_f1",
+    "pairwise_cohen_kappa",
+    "pairwise_span_f1",
+    "percent_agreement",
+    "span_f1",
+    "verdict_table",
+    "verdicts_from_scores",
+]
+
+
+# --------------------------------------------------------------------------- input helpers
+
+
+def _matrix(ratings: npt.ArrayLike, name: str = "ratings") -> FloatArray:
+    """As a float (n_judges, n_items) array (no copy if it already is); NaN is missing."""
+    r = np.asarray(ratings, dtype=np.float64)
+    if r.ndim == 1 and r.size == 0:
+        # ``np.asarray([])`` is 1-d; treat it as "no judges", the natural empty panel.
+        r = r.reshape(0, 0)
+    if r.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (n_judges, n_items), got shape {r.shape}")
+    if np.isinf(r).any():
+        raise ValueError(f"{name} contains infinite values; use NaN for a missing rating")
+    return r
+
+
+def _vector(values: npt.ArrayLike, n: int, name: str) -> FloatArray:
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if v.shape[0] != n:
+        raise ValueError(f"{name} has {v.shape[0]} entries, expected one per item ({n})")
+    return v
+
+
+def verdicts_from_scores(scores: npt.ArrayLike) -> FloatArray:
+    """0/1 verdicts from 0-1 scores with the panel's strict threshold, keeping NaN as missing.
+
+    >>> verdicts_from_scores([[0.2, 0.5, 0.9, float("nan")]]).tolist()
+    [[0.0, 0.0, 1.0, nan]]
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    return np.where(np.isnan(s), np.nan, (s > VERDICT_THRESHOLD).astype(np.float64))
+
+
+# ------------------------------------------------------------------------ Krippendorff alpha
+
+# The Wikipedia "Krippendorff's alpha" worked example (3 coders x 15 units), used in doctests.
+_WIKI = np.array(
+    [
+        [np.nan] * 5 + [3, 4, 1, 2, 1, 1, 3, 3, np.nan, 3],
+        [1, np.nan, 2, 1, 3, 3, 4, 3] + [np.nan] * 7,
+        [np.nan, np.nan, 2, 1, 3, 4, 4, np.nan, 2, 1, 1, 3, 3, np.nan, 4],
+    ]
+)
+
+
+def _pairable(r: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_], IntArray]:
+    """Keep the items with at least two ratings: a lone rating has nothing to coincide with."""
+    present = ~np.isnan(r)
+    m = present.sum(axis=0)
+    keep = m >= 2
+    return r[:, keep], present[:, keep], m[keep].astype(np.int64)
+
+
+def krippendorff_alpha(ratings: npt.ArrayLike, level: Level = "interval") -> float:
+    """Krippendorff's alpha for a reliability matrix ``(n_judges, n_items)``, NaN = missing.
+
+    ``alpha = 1 - (n - 1) * sum(o * d) / sum(n_c * n_k * d)`` with ``o`` the coincidence
+    matrix (:func:`coincidence_matrix`), ``n_c`` its marginals, ``n`` the number of pairable
+    values and ``d`` the level's distance (interval ``(v_c - v_k)^2``, ordinal the squared
+    marginal mass between the two values, nominal ``c != k``).  Equal to
+    ``krippendorff.alpha(reliability_data=ratings, level_of_measurement=level)``.
+
+    Computed without the ``V x V`` coincidence matrix, because judges' 0-1 scores can take
+    as many distinct values as there are ratings (a detector's probabilities) and an
+    ``n_items x V`` count table would not fit in memory.  The sums are the same:
+
+    - interval: ``sum(o * d) = sum_u 2 m_u SS_u / (m_u - 1)`` and
+      ``sum(n_c n_k d) = 2 n SS``, with ``SS_u`` the within-item and ``SS`` the total sum of
+      squared deviations, so alpha is a ratio of variances (O(n_judges * n_items));
+    - ordinal: ``d_ck = (mid_c - mid_k)^2`` where ``mid_c = sum_{g <= c} n_g - n_c / 2`` is
+      the value's mid-rank, so ordinal alpha is interval alpha on mid-ranks;
+    - nominal: ``sum(o * d) = sum_u (m_u^2 - sum_c n_uc^2) / (m_u - 1)`` and
+      ``sum(n_c n_k d) = n^2 - sum_c n_c^2``.
+
+    Edge cases (all ``NaN`` rather than an exception, unlike the ``krippendorff`` package):
+
+    - items with fewer than two ratings are dropped (not pairable);
+    - no pairable item at all -> ``NaN``;
+    - expected disagreement 0, i.e. every pairable rating is the same value -> ``NaN``
+      ("agreement undefined: every rating is the same");
+    - a judge with no scored item (an all-NaN row) is simply ignored.
+
+    The Wikipedia worked example (published nominal alpha 0.691):
+
+    >>> round(krippendorff_alpha(_WIKI, "nominal"), 3)
+    0.691
+    >>> round(krippendorff_alpha(_WIKI, "interval"), 6)
+    0.810845
+    >>> round(krippendorff_alpha(_WIKI, "ordinal"), 6)
+    0.806721
+    >>> krippendorff_alpha([[1.0, 1.0], [1.0, 1.0]])
+    nan
+    """
+    r, present, m = _pairable(_matrix(ratings))
+    if m.size == 0:
+        return float("nan")
+    values = r[present]
+    if values.min() == values.max():
+        return float("nan")
+    if level == "nominal":
+        return _nominal_alpha(present, m, values)
+    if level == "ordinal":
+        r = np.full(r.shape, np.nan)
+        r[present] = _midranks(values)
+    elif level != "interval":
+        raise ValueError(f"level must be 'interval', 'ordinal' or 'nominal', got {level!r}")
+    return _interval_alpha(r, present, m)
+
+
+def _interval_alpha(r: FloatArray, present: npt.NDArray[np.bool_], m: IntArray) -> float:
+    n = int(m.sum())
+    item_mean = np.where(present, r, 0.0).sum(axis=0) / m
+    dev = np.where(present, r - item_mean, 0.0)
+    within = (m * (dev * dev).sum(axis=0) / (m - 1)).sum()
+    values = r[present]
+    total_dev = values - values.mean()
+    total = float(total_dev @ total_dev)
+    return float(1.0 - (n - 1) * within / (n * total))
+
+
+def _midranks(values: FloatArray) -> FloatArray:
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    mid = np.cumsum(counts) - counts / 2.0
+    return np.asarray(mid[inverse], dtype=np.float64)
+
+
+def _nominal_alpha(present: npt.NDArray[np.bool_], m: IntArray, values: FloatArray) -> float:
+    n = int(m.sum())
+    _, codes, n_c = np.unique(values, return_inverse=True, return_counts=True)
+    n_values = n_c.size
+    # ``values`` is row-major over judges, so the item of each value comes from the same mask.
+    item = np.broadcast_to(np.arange(m.size), present.shape)[present]
+    keys, pair_counts = np.unique(item * n_values + codes, return_counts=True)
+    pair_item = keys // n_values
+    same = np.bincount(pair_item, weights=pair_counts.astype(np.float64) ** 2, minlength=m.size)
+    observed = ((m * m - same) / (m - 1)).sum()
+    expected = float(n) * n - float((n_c.astype(np.float64) ** 2).sum())
+    return float(1.0 - (n - 1) * observed / expected)
+
+
+def coincidence_matrix(ratings: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """The value domain and coincidence matrix ``o`` of a reliability matrix.
+
+    ``o[c, k] = sum_u (pairs of ratings (c, k) by different judges on item u) / (m_u - 1)``
+    over the pairable items, built as ``counts.T @ (counts / (m_u - 1))`` minus the
+    self-pairs, as fast-krippendorff does.  Memory is ``n_items x V``: meant for discrete
+    scales and for showing people *which* values the judges confuse, not for alpha on
+    continuous scores (:func:`krippendorff_alpha` does not need it).
+
+    >>> values, o = coincidence_matrix(_WIKI)
+    >>> values.tolist(), float(o.sum())
+    ([1.0, 2.0, 3.0, 4.0], 26.0)
+    """
+    r, present, m = _pairable(_matrix(ratings))
+    values = r[present]
+    domain, codes = np.unique(values, return_inverse=True)
+    n_items, n_values = m.size, domain.size
+    item = np.broadcast_to(np.arange(n_items), present.shape)[present]
+    counts = np.bincount(item * n_values + codes, minlength=n_items * n_values)
+    counts = counts.reshape(n_items, n_values).astype(np.float64)
+    weight = 1.0 / (m - 1)
+    o = counts.T @ (counts * weight[:, None]) - np.diag(counts.T @ weight)
+    return domain, o
+
+
+def alpha_from_coincidences(values: FloatArray, o: FloatArray, level: Level) -> float:
+    """Alpha from a coincidence matrix, the textbook formula (see :func:`krippendorff_alpha`).
+
+    >>> round(alpha_from_coincidences(*coincidence_matrix(_WIKI), "nominal"), 6)
+    0.691358
+    """
+    n_c = o.sum(axis=0)
+    n = n_c.sum()
+    if level == "nominal":
+        d = 1.0 - np.eye(values.size)
+    elif level == "interval":
+        d = (values[:, None] - values[None, :]) ** 2
+    elif level == "ordinal":
+        mid = np.cumsum(n_c) - n_c / 2.0
+        d = (mid[:, None] - mid[None, :]) ** 2
+    else:
+        raise ValueError(f"level must be 'interval', 'ordinal' or 'nominal', got {level!r}")
+    expected = float(n_c @ d @ n_c)
+    if n == 0 or expected == 0.0:
+        return float("nan")
+    return float(1.0 - (n - 1) * (o * d).sum() / expected)
+
+
+# ---------------------------------------------------------------------------- kappa family
+
+
+def verdict_table(verdicts: npt.ArrayLike, categories: Sequence[float] = (0.0, 1.0)) -> IntArray:
+    """Fleiss count table ``(n_items, n_categories)`` from a verdict matrix.
+
+    Fleiss' kappa needs the same number of ratings on every item, so only items rated by
+    every judge who rated anything are kept (all-NaN judges are ignored).
+
+    >>> verdict_table([[1, 0, 1], [1, 1, float("nan")], [float("nan")] * 3]).tolist()
+    [[0, 2], [1, 1]]
+    """
+    v = _matrix(verdicts, "verdicts")
+    v = v[~np.isnan(v).all(axis=1)]
+    # With no active judge every item would be vacuously "complete" with zero ratings.
+    v = v[:, ~np.isnan(v).any(axis=0)] if v.shape[0] else v.reshape(0, 0)
+    cats = np.asarray(categories, dtype=np.float64)
+    if not np.isin(v, cats).all():
+        raise ValueError(f"verdicts hold values outside the categories {list(categories)}")
+    return np.stack([(v == c).sum(axis=0) for c in cats], axis=1).astype(np.int64)
+
+
+def fleiss_kappa(table: npt.ArrayLike) -> float:
+    """Fleiss' kappa from a count table ``(n_items, n_categories)``, as statsmodels'
+    ``fleiss_kappa(table, method="fleiss")``.
+
+    Every row must sum to the same number of raters (ValueError otherwise). ``NaN`` when
+    there is no item, fewer than two raters per item, or every rating falls in a single
+    category (chance agreement is 1, so kappa is 0/0).
+
+    Wikipedia's "Fleiss' kappa" worked example (10 items, 14 raters, 5 categories) gives 0.210:
+
+    >>> table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0],
+    ...          [2, 2, 8, 1, 1], [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2],
+    ...          [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    >>> round(fleiss_kappa(table), 3)
+    0.21
+    """
+    t = np.asarray(table, dtype=np.float64)
+    if t.ndim != 2:
+        raise ValueError(f"table must be 2-d (n_items, n_categories), got shape {t.shape}")
+    if t.shape[0] == 0:
+        return float("nan")
+    raters = t.sum(axis=1)
+    k = raters[0]
+    if not (raters == k).all():
+        raise ValueError("every item of a Fleiss table needs the same number of ratings")
+    if k < 2:
+        return float("nan")
+    p_cat = t.sum(axis=0) / t.sum()
+    p_item = ((t * t).sum(axis=1) - k) / (k * (k - 1))
+    chance = float(p_cat @ p_cat)
+    if chance == 1.0:
+        return float("nan")
+    return float((p_item.mean() - chance) / (1.0 - chance))
+
+
+def pairwise_cohen_kappa(verdicts: npt.ArrayLike) -> FloatArray:
+    """Cohen's kappa for every pair of judges, ``(n_judges, n_judges)``, each pair over the
+    items both rated (any label values, not only 0/1).
+
+    Matches ``sklearn.metrics.cohen_kappa_score`` on those items, including when it is
+    undefined: ``NaN`` when a pair shares no item or both judges give one and the same label
+    throughout (chance agreement 1). Like sklearn, a single shared item on which the two
+    disagree gives 0.0, not NaN. The diagonal is 1 (NaN for a constant or empty judge).
+
+    >>> pairwise_cohen_kappa([[1, 1, 0, 0], [1, 0, 0, 0]]).round(3).tolist()
+    [[1.0, 0.5], [0.5, 1.0]]
+    """
+    v = _matrix(verdicts, "verdicts")
+    present = ~np.isnan(v)
+    both = present.astype(np.float64)
+    shared = both @ both.T
+    agree = np.zeros_like(shared)
+    chance_num = np.zeros_like(shared)
+    # One matrix product per label: judges are few, labels fewer, items many.
+    for label in np.unique(v[present]):
+        said = (v == label).astype(np.float64)
+        agree += said @ said.T
+        said_where_other_rated = said @ both.T
+        chance_num += said_where_other_rated * said_where_other_rated.T
+    # Counts are exact integers in float64, so "chance agreement is 1" is an exact test.
+    undefined = (shared == 0) | (chance_num == shared * shared)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        po = agree / shared
+        pe = chance_num / (shared * shared)
+        kappa = (po - pe) / (1.0 - pe)
+    return np.where(undefined, np.nan, kappa)
+
+
+def cohen_kappa(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
+    """Cohen's kappa of two verdict vectors, dropping positions where either is NaN.
+
+    Same values and NaN cases as :func:`pairwise_cohen_kappa` / sklearn.
+
+    >>> round(cohen_kappa([1, 1, 0, 0, float("nan")], [1, 0, 0, 0, 1]), 3)
+    0.5
+    """
+    x = np.asarray(a, dtype=np.float64).reshape(-1)
+    y = np.asarray(b, dtype=np.float64).reshape(-1)
+    if x.shape != y.shape:
+        raise ValueError(f"a and b differ in length: {x.size} vs {y.size}")
+    return float(pairwise_cohen_kappa(np.vstack([x, y]))[0, 1])
+
+
+def percent_agreement(verdicts: npt.ArrayLike) -> float:
+    """Mean, over items with at least two verdicts, of the share of judge pairs that agree.
+
+    ``NaN`` when no item has two verdicts.
+
+    Items: all three agree (1), one pair of three agrees (1/3), the two present agree (1):
+
+    >>> round(percent_agreement([[1, 1, 0], [1, 0, 0], [1, 0, float("nan")]]), 4)
+    0.7778
+    """
+    v = _matrix(verdicts, "verdicts")
+    present = ~np.isnan(v)
+    m = present.sum(axis=0)
+    keep = m >= 2
+    if not keep.any():
+        return float("nan")
+    v, m = v[:, keep], m[keep]
+    agreeing = np.zeros(m.size)
+    for label in np.unique(v[~np.isnan(v)]):
+        n_label = (v == label).sum(axis=0)
+        agreeing += n_label * (n_label - 1) / 2.0
+    return float((agreeing / (m * (m - 1) / 2.0)).mean())
+
+
+# ----------------------------------------------------------------------------------- spans
+
+
+def merge_spans(spans: SpanList) -> IntArray:
+    """Half-open character spans ``[start, end)`` merged into sorted, disjoint ``(k, 2)``.
+
+    Merging first is what makes a character count once however many overlapping spans
+    cover it. Empty spans (start == end) cover nothing and are dropped; negative offsets or
+    start > end are malformed and raise ValueError.
+
+    >>> merge_spans([(5, 9), (0, 3), (2, 4), (9, 10), (7, 7)]).tolist()
+    [[0, 4], [5, 10]]
+    """
+    a = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if (a < 0).any() or (a[:, 1] < a[:, 0]).any():
+        raise ValueError(f"spans must be (start, end) with 0 <= start <= end: {spans!r}")
+    a = a[a[:, 1] > a[:, 0]]
+    if a.shape[0] <= 1:
+        return a
+    a = a[np.argsort(a[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(a[:, 1])
+    starts_group = np.flatnonzero(np.r_[True, a[1:, 0] > reach[:-1]])
+    ends = np.maximum.reduceat(a[:, 1], starts_group)
+    return np.column_stack([a[starts_group, 0], ends])
+
+
+def _chars(merged: IntArray) -> int:
+    return int((merged[:, 1] - merged[:, 0]).sum())
+
+
+def _overlap(a: IntArray, b: IntArray) -> int:
+    # Both sets are disjoint, so their pairwise intersections are disjoint and simply add up.
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return 0
+    lo = np.maximum(a[:, None, 0], b[None, :, 0])
+    hi = np.minimum(a[:, None, 1], b[None, :, 1])
+    return int(np.clip(hi - lo, 0, None).sum())
+
+
+def span_f1(pred_spans: SpanList, ref_spans: SpanList) -> tuple[int, int, int]:
+    """Character counts for one item: ``(overlap, pred_chars, ref_chars)``.
+
+    Overlapping spans within one set are counted once. Despite the name it returns the
+    counts, so that callers can micro-average across items (:func:`micro_span_f1`).
+
+    >>> span_f1([(0, 5), (3, 8)], [(6, 12)])
+    (2, 8, 6)
+    """
+    p, r = merge_spans(pred_spans), merge_spans(ref_spans)
+    return _overlap(p, r), _chars(p), _chars(r)
+
+
+def _safe_ratio(num: float, den: float) -> float:
+    return num / den if den else 0.0
+
+
+def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, float, float]:
+    """Micro-averaged character ``(precision, recall, f1)`` over ``(pred, ref)`` span pairs.
+
+    Sums overlaps and characters over all items before dividing (RAGTruth / LettuceDetect).
+    A 0/0 ratio is 0.0, as sklearn's ``zero_division=0``.
+
+    >>> micro_span_f1([([(0, 5)], [(0, 10)]), ([(0, 5)], [])])
+    (0.5, 0.5, 0.5)
+    """
+    overlap = pred = ref = 0
+    for pred_spans, ref_spans in pairs:
+        o, p, r = span_f1(pred_spans, ref_spans)
+        overlap, pred, ref = overlap + o, pred + p, ref + r
+    return (
+        _safe_ratio(overlap, pred),
+        _safe_ratio(overlap, ref),
+        _safe_ratio(2 * overlap, pred + ref),
+    )
+
+
+def pairwise_span_f1(spans_by_judge: Sequence[Sequence[SpanList | None]]) -> FloatArray:
+    """Micro character F1 between every pair of judges, ``(n_judges, n_judges)``.
+
+    ``spans_by_judge[j][i]`` is judge j's span list for item i, or ``None`` when the judge
+    did not answer that item (the pair is then compared on the items both answered). F1 is
+    symmetric: ``2 * overlap / (chars_a + chars_b)`` summed over those items. When neither
+    judge flagged a single character on them, F1 is ``NaN``: they agree there is nothing to
+    flag, but overlap F1 cannot express it (use the verdict kappas for that).
+
+    >>> pairwise_span_f1([[[(0, 4)], []], [[(2, 6)], [(0, 2)]]]).round(3).tolist()
+    [[1.0, 0.4], [0.4, 1.0]]
+    """
+    n_judges = len(spans_by_judge)
+    n_items = {len(items) for items in spans_by_judge}
+    if len(n_items) > 1:
+        raise ValueError(f"every judge needs one entry per item, got lengths {sorted(n_items)}")
+    merged = [[None if s is None else merge_spans(s) for s in items] for items in spans_by_judge]
+    out = np.full((n_judges, n_judges), np.nan)
+    for i in range(n_judges):
+        for j in range(i, n_judges):
+            overlap = chars = 0
+            for a, b in zip(merged[i], merged[j], strict=True):
+                if a is None or b is None:
+                    continue
+                overlap += _overlap(a, b)
+                chars += _chars(a) + _chars(b)
+            if chars:
+                out[i, j] = out[j, i] = 2.0 * overlap / chars
+    return out
+
+
+# ------------------------------------------------------------------------- judges vs others
+
+
+def judge_bias(scores: npt.ArrayLike, consensus: npt.ArrayLike) -> FloatArray:
+    """Each judge's mean ``score - consensus`` (e.g. the panel median) over the items where
+    both exist; ``NaN`` for a judge with no such item. Positive = harsher than the panel
+    (a higher hallucination score).
+
+    >>> judge_bias([[0.9, 0.2, float("nan")], [float("nan")] * 3], [0.5, 0.4, 0.1]).round(6)
+    array([0.1, nan])
+    """
+    s = _matrix(scores, "scores")
+    diff = s - _vector(consensus, s.shape[1], "consensus")
+    valid = ~np.isnan(diff)
+    count = valid.sum(axis=1)
+    total = np.where(valid, diff, 0.0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def error_correlation(scores_or_verdicts: npt.ArrayLike, gold: npt.ArrayLike) -> FloatArray:
+    """Pearson correlation ``(n_judges, n_judges)`` of the judges' errors against gold 0/1.
+
+    The error is ``verdict - gold`` (or ``score - gold``), over the items where gold and
+    every judge who rated anything are present. Judges whose errors are correlated fail
+    together, so adding them to a panel buys less than their count suggests
+    (:func:`effective_panel_size`). Rows/columns are ``NaN`` for a judge with no ratings or
+    constant error on those items (a never-wrong judge has no error variance), and
+    everywhere when fewer than two items are usable.
+
+    Errors (1, 0, 0, -1) and (1, 0, -1, -1); centred cross-products 2, squares 2 and 2.75,
+    so r = 2 / sqrt(2 * 2.75) = 0.853:
+
+    >>> error_correlation([[1, 0, 1, 0], [1, 0, 0, 0]], [0, 0, 1, 1]).round(3).tolist()
+    [[1.0, 0.853], [0.853, 1.0]]
+    """
+    x = _matrix(scores_or_verdicts, "scores_or_verdicts")
+    g = _vector(gold, x.shape[1], "gold")
+    active = ~np.isnan(x).all(axis=1)
+    keep = ~np.isnan(g) & ~np.isnan(x[active]).any(axis=0)
+    out = np.full((x.shape[0], x.shape[0]), np.nan)
+    if keep.sum() < 2:
+        return out
+    err = x[np.ix_(active, keep)] - g[keep]
+    centred = err - err.mean(axis=1, keepdims=True)
+    sd = np.sqrt((centred * centred).sum(axis=1))
+    # ``ptp`` rather than ``sd == 0``: the mean of equal floats need not be exactly equal.
+    varies = np.ptp(err, axis=1) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        corr = (centred @ centred.T) / np.outer(sd, sd)
+    corr = np.clip(corr, -1.0, 1.0)
+    corr[~varies, :] = np.nan
+    corr[:, ~varies] = np.nan
+    idx = np.flatnonzero(active)
+    out[np.ix_(idx, idx)] = corr
+    return out
+
+
+def effective_panel_size(error_corr: npt.ArrayLike) -> float:
+    """How many independent judges a panel with these error correlations is worth.
+
+    ``n_eff = n / (1 + (n - 1) * rho)`` with ``rho`` the mean off-diagonal correlation:
+    the variance of the mean of ``n`` equicorrelated judges is ``sigma^2 (1 + (n-1) rho) / n``,
+    i.e. Kish's design effect for clusters (Kish, *Survey Sampling*, 1965, section 5.4; the
+    same ratio as the Spearman-Brown formula). ``rho`` is clipped to [0, 1]: negatively
+    correlated errors would promise more than ``n`` judges, which averaging cannot deliver.
+
+    NaN correlations are skipped; judges with no defined correlation to anyone are left out
+    of ``n``. A 1x1 matrix is worth 1 judge; no defined correlation at all gives ``NaN``.
+
+    >>> effective_panel_size([[1, 0.5, 0.5], [0.5, 1, 0.5], [0.5, 0.5, 1]])
+    1.5
+    """
+    c = np.asarray(error_corr, dtype=np.float64)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ValueError(f"error_corr must be a square matrix, got shape {c.shape}")
+    if c.shape[0] == 1:
+        return 1.0
+    off = ~np.eye(c.shape[0], dtype=bool) & np.isfinite(c)
+    judges = off.any(axis=1)
+    n = int(judges.sum())
+    if n < 2:
+        return float("nan")
+    rho = float(np.clip(c[off].mean(), 0.0, 1.0))
+    return n / (1.0 + (n - 1) * rho)

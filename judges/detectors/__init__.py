@@ -1,0 +1,1 @@
+"""Offline hallucination detectors: no network, no model weights."""

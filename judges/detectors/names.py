@@ -1,0 +1,87 @@
+"""Names detector: proper names in the response (runs of capitalised words) with a word the
+reference never uses, e.g. an invented staff member, dish, platform or neighbourhood.
+
+A run is split at lower-case words, digits and punctuation other than "&", "'" and "-".
+A single capitalised word that starts a sentence is skipped: at the start of a sentence a
+capital says nothing about being a name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from judges.detectors.text import STOPWORDS, merge_spans, stem, vocabulary, wordset
+
+_CAPITALISED = re.compile(r"[A-Z][A-Za-z'’&.-]*[A-Za-z]|[A-Z]")
+_JOINERS = re.compile(r"^[ \t]*(?:&|'n'|n'|of|de|la|le|del|the|and)?[ \t]*$")
+"""What may sit between two capitalised words of one name ("Take N Bake", "Bank of America")."""
+
+_COMMON = wordset(
+    """
+    monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays
+    fridays saturdays sundays weekday weekdays weekend weekends january february march april may
+    june july august september october november december i sure here overall the a an this that
+    these those it its in on at for with from to and but or so as if while when where what which
+    who how based however additionally furthermore moreover also one another some many most
+    customers customer reviewers reviewer review reviews restaurant business note notably yes no
+    ok okay json data information overview summary article answer title conclusion introduction
+    stars star rating ratings hours location address attributes categories ambience ambiance
+    parking wifi wi-fi wi fi am pm a.m p.m usa us although though because since unfortunately
+    finally lastly first second third then thus therefore besides despite both each every all
+    other others there their they we you our my his her its
+    """
+)
+"""Capitalised for grammar or headings, or naming the record's own fields: never a claim."""
+
+_SENTENCE_END = re.compile(r"(?:[.!?:]|\n|^)[\s\"'“(*#-]*$")
+
+
+def _names(response: str) -> list[list[tuple[str, int, int]]]:
+    """Runs of capitalised words, each word with its offsets."""
+    runs: list[list[tuple[str, int, int]]] = []
+    for m in _CAPITALISED.finditer(response):
+        word = (m.group(), m.start(), m.end())
+        if runs and _JOINERS.match(response[runs[-1][-1][2] : m.start()]):
+            runs[-1].append(word)
+        else:
+            runs.append([word])
+    return runs
+
+
+def _is_common(word: str) -> bool:
+    w = word.lower().replace("’", "'")
+    return w in _COMMON or w in STOPWORDS
+
+
+def _is_known(word: str, vocab: set[str]) -> bool:
+    w = word.lower().replace("’", "'")
+    if w in _COMMON or w in STOPWORDS:
+        return True
+    # "Wi-Fi", "Take-Out": known if the glued word or every capitalised part is
+    # ("Asian-inspired" claims "Asian", not "inspired").
+    parts = [p.lower() for p in re.split(r"[-.&]", word) if p and not p[0].islower()]
+    return stem(w.replace("-", "")) in vocab or all(stem(p) in vocab for p in parts)
+
+
+class NamesDetector:
+    """Flags capitalised names with a word absent from the reference (case-insensitive)."""
+
+    name = "names"
+
+    def detect(self, reference: str, response: str) -> list[tuple[int, int]]:
+        vocab = vocabulary(reference)
+        spans = []
+        for run in _names(response):
+            # Drop grammar/heading words at the ends: "The Italian sub" -> "Italian".
+            while run and _is_common(run[0][0]):
+                run = run[1:]
+            while run and _is_common(run[-1][0]):
+                run = run[:-1]
+            if not run:
+                continue
+            if len(run) == 1 and _SENTENCE_END.search(response[: run[0][1]]):
+                continue
+            if not all(_is_known(word, vocab) for word, _, _ in run):
+                # Flag the whole name: "Kyle's Kitchen" is one claim, not two words.
+                spans.append((run[0][1], run[-1][2]))
+        return merge_spans(spans)

@@ -1,0 +1,33 @@
+"""Name → detector. The offline judges of a panel are looked up here by their `detector` key."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Detector(Protocol):
+    """Finds unsupported spans of ``response`` given ``reference``; returns character offsets."""
+
+    name: str
+
+    def detect(self, reference: str, response: str) -> list[tuple[int, int]]: ...
+
+
+def _registry() -> dict[str, Detector]:
+    from judges.detectors.content import ContentWordsDetector
+    from judges.detectors.names import NamesDetector
+    from judges.detectors.numbers import NumbersDetector
+
+    detectors: list[Detector] = [NumbersDetector(), NamesDetector(), ContentWordsDetector()]
+    return {d.name: d for d in detectors}
+
+
+def detector_names() -> list[str]:
+    return sorted(_registry())
+
+
+def get_detector(name: str) -> Detector:
+    registry = _registry()
+    if name not in registry:
+        raise KeyError(f"unknown detector {name!r}; known detectors: {', '.join(sorted(registry))}")
+    return registry[name]

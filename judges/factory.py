@@ -1,0 +1,51 @@
+"""Turn a panel's judge specs into judges, and check their keys before anything is called."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from judges.base import Judge
+from judges.keys import resolve_api_key
+from judges.panel import JudgeSpec, PanelSpec, Price
+from judges.providers.base import ModelClient
+
+
+def build_client(spec: JudgeSpec) -> ModelClient:
+    """The provider client of an LLM judge; raises MissingKeyError when its key is unset."""
+    api_key = resolve_api_key(spec)
+    if api_key is None:
+        raise ValueError(f"judge {spec.id!r}: provider {spec.provider} has no model client")
+    if spec.provider == "anthropic":
+        from judges.providers.anthropic import AnthropicClient
+
+        return AnthropicClient(
+            api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
+        )
+    if spec.provider == "openai":
+        from judges.providers.openai import OpenAIClient
+
+        return OpenAIClient(
+            api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
+        )
+    raise ValueError(f"judge {spec.id!r}: unknown provider {spec.provider!r}")
+
+
+def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> Judge:
+    if spec.provider == "offline":
+        from judges.detectors.registry import get_detector
+        from judges.offline import OfflineJudge
+
+        assert spec.detector is not None  # JudgeSpec's validator guarantees it
+        return OfflineJudge(spec.id, get_detector(spec.detector))
+
+    from judges.llm_judge import LLMJudge
+    from prompts.loader import load_template
+
+    assert spec.prompt is not None
+    return LLMJudge(spec, build_client(spec), load_template(spec.prompt), prices)
+
+
+def check_keys(panel: PanelSpec) -> None:
+    """Raise MissingKeyError for the first judge whose key is unavailable, before any call."""
+    for spec in panel.judges:
+        resolve_api_key(spec)

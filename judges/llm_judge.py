@@ -1,0 +1,204 @@
+"""A judge backed by a language model: render, call (limited, retried), parse, anchor."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+
+from judges.anchoring import anchor_spans
+from judges.panel import JudgeSpec, Price
+from judges.parsing import OutputParseError, parse_output
+from judges.pricing import cost_usd
+from judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
+from judges.ratelimit import Limiter, estimate_tokens, limiter_for
+from judges.records import Item, Judgment, OutputKind, Usage, unscored
+from judges.retry import RetriesExhausted, call_with_retries
+from prompts.loader import PromptError, PromptTemplate
+
+log = logging.getLogger(__name__)
+
+
+class LLMJudge:
+    """Implements :class:`judges.base.Judge`; every per-item failure becomes an unscored row."""
+
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        client: ModelClient,
+        template: PromptTemplate,
+        prices: Mapping[str, Price] | None = None,
+        *,
+        limiter: Limiter | None = None,
+        base_delay: float = 0.5,
+        max_delay: float = 30.0,
+    ) -> None:
+        if spec.model is None:
+            raise ValueError(f"judge {spec.id!r} has no model")
+        self.spec = spec
+        self.client = client
+        self.template = template
+        self.prices = dict(prices or {})
+        self.judge_id: str = spec.id
+        self.output_kind: OutputKind = template.output_kind
+        self.model: str = spec.model
+        self.limiter = limiter if limiter is not None else limiter_for(spec)
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def __repr__(self) -> str:
+        return f"LLMJudge({self.judge_id!r}, {self.spec.provider}:{self.model})"
+
+    def cache_key(self, item: Item) -> str:
+        """Identifies the answer this judge would give ``item``; raises PromptError."""
+        return self._cache_key(self.template.render(item.variables))
+
+    def _cache_key(self, prompt: str) -> str:
+        payload = {
+            "provider": self.spec.provider,
+            "model": self.model,
+            "params": self.spec.call_parameters(),
+            "prompt_sha": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+    async def judge(self, item: Item) -> Judgment:
+        started = time.perf_counter()
+        common: dict[str, object] = {
+            "prompt_name": self.template.ref,
+            "prompt_hash": self.template.sha256,
+            "provider": self.spec.provider,
+            "model": self.model,
+        }
+        try:
+            prompt = self.template.render(item.variables)
+        except PromptError as error:
+            return self._unscored(item, f"missing variable: {error}", started, **common)
+        common["cache_key"] = self._cache_key(prompt)
+
+        request = ModelRequest(
+            prompt=prompt,
+            output_kind=self.output_kind,
+            model=self.model,
+            temperature=self.spec.temperature,
+            max_tokens=self.spec.max_tokens,
+            timeout=self.spec.timeout,
+            structured=self.spec.structured_output,
+        )
+        attempts = 0
+
+        async def attempt() -> ModelResponse:
+            nonlocal attempts
+            attempts += 1
+            async with self.limiter.slot(estimate_tokens(prompt, request.max_tokens)) as slot:
+                response = await self.client.complete(request)
+                if response.input_tokens is not None and response.output_tokens is not None:
+                    slot.settle(response.input_tokens + response.output_tokens)
+                return response
+
+        try:
+            response, attempts = await call_with_retries(
+                attempt,
+                self.client.should_retry,
+                self.spec.max_attempts,
+                base_delay=self.base_delay,
+                max_delay=self.max_delay,
+            )
+        except RetriesExhausted as exhausted:
+            return self._provider_failure(
+                item, exhausted.last_error, exhausted.attempts, started, common
+            )
+        except ProviderError as error:
+            return self._provider_failure(item, error, attempts, started, common)
+        except Exception as error:
+            # The Judge contract: one broken call costs one row, never the whole chunk.
+            log.exception("judge %s: unexpected failure on item %s", self.judge_id, item.item_id)
+            return self._unscored(
+                item,
+                f"internal error: {type(error).__name__}: {error}",
+                started,
+                attempts=max(attempts, 1),
+                **common,
+            )
+        return self._judgment(item, response, attempts, started, common)
+
+    def _judgment(
+        self,
+        item: Item,
+        response: ModelResponse,
+        attempts: int,
+        started: float,
+        common: dict[str, object],
+    ) -> Judgment:
+        raw = response.text if response.structured is None else json.dumps(response.structured)
+        usage = Usage(
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=cost_usd(
+                self.model, response.input_tokens, response.output_tokens, self.prices
+            ),
+        )
+        extra: dict[str, object] = {
+            **common,
+            "raw_output": raw,
+            "usage": usage,
+            "attempts": attempts,
+        }
+        answer: str | dict[str, object] = (
+            response.structured if response.structured is not None else response.text
+        )
+        try:
+            parsed = parse_output(answer, self.output_kind)
+        except OutputParseError as error:
+            return self._unscored(item, f"unparseable output: {error}", started, **extra)
+
+        if self.output_kind == "spans":
+            span_text = item.text(self.template.span_variable or "")
+            spans = anchor_spans(span_text, parsed.spans, self.spec.fuzzy_threshold)
+            score: float | None = 1.0 if parsed.spans else 0.0
+        else:
+            spans = ()
+            score = parsed.score
+            if score is None:
+                return self._unscored(
+                    item, "unparseable output: no score in the answer", started, **extra
+                )
+        return Judgment(
+            item_id=item.item_id,
+            judge_id=self.judge_id,
+            output_kind=self.output_kind,
+            score=score,
+            spans=spans,
+            reasoning=parsed.reasoning,
+            latency_ms=_elapsed_ms(started),
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def _provider_failure(
+        self,
+        item: Item,
+        error: ProviderError,
+        attempts: int,
+        started: float,
+        common: dict[str, object],
+    ) -> Judgment:
+        plural = "attempt" if attempts == 1 else "attempts"
+        reason = f"provider error after {attempts} {plural}: {error.kind}: {error.message}"
+        return self._unscored(item, reason, started, attempts=attempts, **common)
+
+    def _unscored(self, item: Item, reason: str, started: float, **extra: object) -> Judgment:
+        return unscored(
+            item.item_id,
+            self.judge_id,
+            self.output_kind,
+            reason,
+            latency_ms=_elapsed_ms(started),
+            **extra,
+        )
+
+
+def _elapsed_ms(started: float) -> float:
+    # Wall time of the whole judgment, retries and rate-limit waits included: what a row cost.
+    return (time.perf_counter() - started) * 1000.0

@@ -1,0 +1,189 @@
+"""Panel files: which judges sit on the panel, with what prompt, model and limits.
+
+A panel file is YAML (the keys below are the user-facing contract)::
+
+    name: claude-gpt-local
+    quorum: 2
+    judges:
+      - {id: claude, provider: anthropic, model: claude-sonnet-4-5, prompt: data2txt_spans}
+      - {id: numbers, provider: offline, detector: numbers}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ProviderName = Literal["offline", "anthropic", "openai"]
+
+DEFAULT_API_KEY_ENV: dict[str, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+}
+
+
+class PanelError(ValueError):
+    """A panel file that cannot be used, with a message saying what to change."""
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class JudgeSpec(BaseModel):
+    """One judge of a panel. Serialisable, so tasks on remote workers can rebuild the judge."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    provider: ProviderName
+    model: str | None = None
+    prompt: str | None = None
+    detector: str | None = None
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=2048, gt=0)
+    timeout: float = Field(default=60.0, gt=0)
+    base_url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    api_key_env: str | None = None
+    api_key_secret: str | None = None
+    """Name of a Prefect Secret block holding the key, used when the variable is unset."""
+    max_concurrency: int = Field(default=8, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=5, ge=1, le=20)
+    structured_output: bool = True
+    """Use tool calling / JSON-schema output where the provider supports it."""
+    fuzzy_threshold: float = Field(default=85.0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> JudgeSpec:
+        if self.provider == "offline":
+            if not self.detector:
+                raise ValueError(f"judge {self.id!r}: an offline judge needs 'detector'")
+        else:
+            if not self.model:
+                raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'model'")
+            if not self.prompt:
+                raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'prompt'")
+        return self
+
+    @property
+    def key_env(self) -> str | None:
+        if self.provider == "offline":
+            return None
+        return self.api_key_env or DEFAULT_API_KEY_ENV[self.provider]
+
+    def call_parameters(self) -> dict[str, Any]:
+        """What, besides the rendered prompt, changes a model's answer (the cache key's part)."""
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "structured_output": self.structured_output,
+            "base_url": self.base_url,
+        }
+
+
+class PanelSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "panel"
+    quorum: int | None = Field(default=None, ge=1)
+    """How many judges must answer for a consensus; default: a majority of the panel."""
+    judges: tuple[JudgeSpec, ...] = Field(min_length=1)
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Overrides of the built-in price table, keyed by model name."""
+
+    @field_validator("judges")
+    @classmethod
+    def _unique_ids(cls, judges: tuple[JudgeSpec, ...]) -> tuple[JudgeSpec, ...]:
+        seen: set[str] = set()
+        for judge in judges:
+            if judge.id in seen:
+                raise ValueError(f"duplicate judge id {judge.id!r}: each judge needs its own id")
+            seen.add(judge.id)
+        return judges
+
+    @model_validator(mode="after")
+    def _quorum_fits(self) -> PanelSpec:
+        if self.quorum is not None and self.quorum > len(self.judges):
+            raise ValueError(
+                f"quorum {self.quorum} is larger than the panel ({len(self.judges)} judges)"
+            )
+        return self
+
+    @property
+    def effective_quorum(self) -> int:
+        return self.quorum if self.quorum is not None else len(self.judges) // 2 + 1
+
+    def judge(self, judge_id: str) -> JudgeSpec:
+        for spec in self.judges:
+            if spec.id == judge_id:
+                return spec
+        raise KeyError(judge_id)
+
+
+DEFAULT_PANEL = PanelSpec(
+    name="offline-default",
+    judges=(
+        JudgeSpec(id="numbers", provider="offline", detector="numbers"),
+        JudgeSpec(id="names", provider="offline", detector="names"),
+        JudgeSpec(id="content", provider="offline", detector="content"),
+    ),
+)
+"""The embedded offline panel: three detectors that need no network and no weights."""
+
+
+def parse_panel(data: Any, source: str = "panel") -> PanelSpec:
+    if not isinstance(data, dict):
+        raise PanelError(f"{source}: a panel file must be a mapping with 'judges'")
+    try:
+        panel = PanelSpec.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'panel'}: {e['msg']}" for e in error.errors()
+        )
+        raise PanelError(f"{source}: {problems}") from None
+    _check_references(panel, source)
+    return panel
+
+
+def _check_references(panel: PanelSpec, source: str) -> None:
+    # Imported here: the prompt catalogue and detector registry live in other modules and
+    # the panel schema must stay importable on its own.
+    from judges.detectors.registry import detector_names
+    from prompts.loader import PromptError, load_template
+
+    for judge in panel.judges:
+        if judge.prompt is not None:
+            try:
+                load_template(judge.prompt)
+            except PromptError as error:
+                raise PanelError(f"{source}: judge {judge.id!r}: {error}") from None
+        if judge.provider == "offline" and judge.detector not in detector_names():
+            raise PanelError(
+                f"{source}: judge {judge.id!r}: unknown detector {judge.detector!r}; "
+                f"known detectors: {', '.join(detector_names())}"
+            )
+
+
+def load_panel(path: str | Path | None) -> PanelSpec:
+    """The panel in ``path``, or the embedded offline default when ``path`` is None."""
+    if path is None:
+        return DEFAULT_PANEL
+    file = Path(path)
+    if not file.is_file():
+        raise PanelError(f"panel file {file} does not exist")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise PanelError(f"{file}: not valid YAML: {error}") from None
+    return parse_panel(data, str(file))

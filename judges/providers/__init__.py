@@ -1,0 +1,1 @@
+"""Model providers, one module each. Each translates its SDK's errors into ours at the boundary."""

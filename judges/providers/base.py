@@ -1,0 +1,203 @@
+"""What every model provider speaks: one request in, one response out, and our own errors.
+
+Each provider module translates its SDK's exceptions into :class:`ProviderError` at the
+boundary, so retries, rate limits and the judge never import an SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from judges.records import OutputKind
+
+ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth"]
+
+TOOL_NAME = "submit_judgment"
+"""The one tool / JSON schema name a structured judge answers through."""
+
+_REASONING_STEPS = (
+    "content_analysis",
+    "reference_comparison",
+    "hallucination_identification",
+    "span_extraction",
+    "final_verdict",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    prompt: str
+    output_kind: OutputKind
+    model: str
+    temperature: float
+    max_tokens: int
+    timeout: float
+    structured: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    text: str
+    """The raw text the model wrote (empty when it only called the tool)."""
+    structured: dict[str, Any] | None = None
+    """Tool-call / JSON-schema arguments, when the model answered through them."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class ProviderError(Exception):
+    """A failed model call, already classified so retry logic needs no SDK knowledge."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+        kind: ErrorKind,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        self.kind: ErrorKind = kind
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{self.kind}{status}: {self.message}"
+
+
+class MissingKeyError(RuntimeError):
+    """A judge needs an API key that is not available; the message names where to put it."""
+
+    def __init__(self, judge_id: str, variable: str, secret: str | None = None) -> None:
+        where = f"set {variable}"
+        if secret:
+            where += f" or create the Prefect Secret block {secret!r}"
+        super().__init__(
+            f"judge {judge_id!r} needs an API key: {where} (or api_key_env in the panel file)"
+        )
+        self.judge_id = judge_id
+        self.variable = variable
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    provider: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+    def should_retry(self, error: ProviderError) -> bool: ...
+
+
+def output_schema(kind: OutputKind) -> dict[str, Any]:
+    """JSON schema of the answer the seed prompts ask for, usable as a tool or response format.
+
+    Written in the strict subset (every property required, no extra properties) so OpenAI's
+    ``strict: true`` json_schema mode accepts it unchanged.
+    """
+    if kind == "score":
+        return {
+            "type": "object",
+            "properties": {
+                "score": {
+                    "type": "number",
+                    "description": "0.0 = fully grounded, 1.0 = mostly fabricated",
+                },
+                "reasoning": {"type": "string"},
+            },
+            "required": ["score", "reasoning"],
+            "additionalProperties": False,
+        }
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": {
+                "type": "object",
+                "properties": {step: {"type": "string"} for step in _REASONING_STEPS},
+                "required": list(_REASONING_STEPS),
+                "additionalProperties": False,
+            },
+            "hallucination_list": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "exact substrings of the generated article",
+            },
+        },
+        "required": ["reasoning", "hallucination_list"],
+        "additionalProperties": False,
+    }
+
+
+def error_from_status(
+    status: int, message: str, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """The ProviderError an HTTP error status means, common to the Stainless-built SDKs."""
+    headers = headers or {}
+    if status == 429:
+        retry_after = retry_after_from_headers(headers)
+        return ProviderError(
+            message, retryable=True, status=status, retry_after=retry_after, kind="rate_limit"
+        )
+    if status in (401, 403):
+        return ProviderError(message, retryable=False, status=status, kind="auth")
+    if status == 408:
+        return ProviderError(message, retryable=True, status=status, kind="timeout")
+    if status >= 500:
+        return ProviderError(
+            message,
+            retryable=True,
+            status=status,
+            retry_after=retry_after_from_headers(headers),
+            kind="server",
+        )
+    return ProviderError(message, retryable=False, status=status, kind="client")
+
+
+def retry_after_from_headers(headers: Mapping[str, str]) -> float | None:
+    # retry-after-ms is what Anthropic and OpenAI send for sub-second waits; prefer it.
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if unusable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds)
+
+
+def redact(message: str, secret: str | None) -> str:
+    """``message`` with ``secret`` (and its distinctive tail) removed.
+
+    Error bodies sometimes echo the key ("Incorrect API key provided: sk-...abcd"), and
+    messages end up in stored judgments.
+    """
+    if not secret:
+        return message
+    message = message.replace(secret, "***")
+    tail = secret[-8:]
+    if len(secret) >= 16 and tail in message:
+        message = message.replace(tail, "***")
+    return message

@@ -1,0 +1,1 @@
+"""The DuckDB store: connection, schema, migrations and every SQL statement."""

@@ -1,0 +1,507 @@
+"""Every statement juryflow runs against its store. Bound parameters only; bulk writes go
+through Arrow tables so that a chunk of judgments is one INSERT, not one per row."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
+from storage.connection import connect, resolve_db_path
+from storage.datasets import RowError
+from storage.schema import LATEST_VERSION, MIGRATIONS
+from storage.views import VIEWS
+
+
+def new_run_id() -> str:
+    """Sortable by start time and readable: ``20261122-161530-3fa9c2``."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    kind: str
+    suite: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    dataset: str | None
+    panel_name: str
+    panel: dict[str, Any]
+    prompts: list[dict[str, Any]]
+    quorum: int
+    n_judges: int
+    parent_run_id: str | None = None
+    parameters: dict[str, Any] | None = None
+    flow_run_id: str | None = None
+    error: str | None = None
+
+
+_RUN_COLUMNS = (
+    "run_id, kind, suite, status, started_at, finished_at, dataset, panel_name, panel, "
+    "prompts, quorum, n_judges, parent_run_id, parameters, flow_run_id, error"
+)
+
+
+def _run_from_row(row: Sequence[Any]) -> RunRecord:
+    values = list(row)
+    for index in (8, 9, 13):
+        if isinstance(values[index], str):
+            values[index] = json.loads(values[index])
+    return RunRecord(*values)
+
+
+class Store:
+    """The juryflow DuckDB file. Each method opens, uses and closes its own connection."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = resolve_db_path(path)
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with connect(self.path, read_only=True) as con:
+            yield con
+
+    @contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with connect(self.path) as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    # -- schema -------------------------------------------------------------------------
+
+    def migrate(self) -> int:
+        """Bring the file to the latest schema; returns the version it is at."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.write() as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version ("
+                "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ DEFAULT current_timestamp)"
+            )
+            row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+            current = int(row[0]) if row and row[0] is not None else 0
+            for version, ddl in MIGRATIONS:
+                if version > current:
+                    con.execute(ddl)
+                    con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+            for view_sql in VIEWS:
+                con.execute(view_sql)
+        return LATEST_VERSION
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> None:
+        with self.write() as con:
+            con.execute(
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    run.run_id,
+                    run.kind,
+                    run.suite,
+                    run.status,
+                    run.started_at,
+                    run.finished_at,
+                    run.dataset,
+                    run.panel_name,
+                    json.dumps(run.panel),
+                    json.dumps(run.prompts),
+                    run.quorum,
+                    run.n_judges,
+                    run.parent_run_id,
+                    json.dumps(run.parameters) if run.parameters is not None else None,
+                    run.flow_run_id,
+                    run.error,
+                ],
+            )
+
+    def mark_running(self, run_id: str, flow_run_id: str | None = None) -> None:
+        with self.write() as con:
+            con.execute(
+                "UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, "
+                "flow_run_id = coalesce(?, flow_run_id) WHERE run_id = ?",
+                [flow_run_id, run_id],
+            )
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        with self.write() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",
+                [status, datetime.now(UTC), error, run_id],
+            )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self.read() as con:
+            row = con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", [run_id])
+            found = row.fetchone()
+        return _run_from_row(found) if found else None
+
+    def latest_run_id(self, suite: str | None = None, status: str | None = None) -> str | None:
+        with self.read() as con:
+            row = con.execute(
+                "SELECT run_id FROM runs WHERE (? IS NULL OR suite = ?) "
+                "AND (? IS NULL OR status = ?) ORDER BY started_at DESC, run_id DESC LIMIT 1",
+                [suite, suite, status, status],
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    # -- items --------------------------------------------------------------------------
+
+    def insert_items(self, run_id: str, items: Sequence[Item]) -> None:
+        if not items:
+            return
+        table = pa.table(
+            {
+                "run_id": [run_id] * len(items),
+                "item_id": [i.item_id for i in items],
+                "row_number": [i.row_number for i in items],
+                "variables": [json.dumps(i.variables) for i in items],
+                "gold_hallucinated": [i.gold.hallucinated if i.gold else None for i in items],
+                "gold_spans": [
+                    json.dumps([list(s) for s in i.gold.spans]) if i.gold else None for i in items
+                ],
+                "metadata": [json.dumps(i.metadata) for i in items],
+            }
+        )
+        with self.write() as con:
+            con.register("new_items", table)
+            con.execute(
+                "INSERT OR IGNORE INTO items SELECT run_id, item_id, row_number, variables, "
+                "gold_hallucinated, gold_spans, metadata FROM new_items"
+            )
+            con.unregister("new_items")
+
+    def insert_row_errors(self, run_id: str, errors: Sequence[RowError]) -> None:
+        if not errors:
+            return
+        with self.write() as con:
+            con.execute("DELETE FROM row_errors WHERE run_id = ?", [run_id])
+            con.executemany(
+                "INSERT INTO row_errors VALUES (?, ?, ?, ?)",
+                [[run_id, e.row_number, e.item_id, e.error] for e in errors],
+            )
+
+    def load_items(self, run_id: str) -> list[Item]:
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT item_id, variables, gold_hallucinated, gold_spans, row_number, metadata "
+                "FROM items WHERE run_id = ? ORDER BY row_number",
+                [run_id],
+            ).fetchall()
+        items = []
+        for item_id, variables, gold_h, gold_spans, row_number, metadata in rows:
+            gold = None
+            if gold_h is not None or gold_spans is not None:
+                spans = tuple((int(a), int(b)) for a, b in json.loads(gold_spans or "[]"))
+                gold = GoldLabels(hallucinated=gold_h, spans=spans)
+            items.append(
+                Item(item_id, json.loads(variables), gold, row_number, json.loads(metadata or "{}"))
+            )
+        return items
+
+    # -- judgments ----------------------------------------------------------------------
+
+    def insert_judgments(self, run_id: str, judgments: Sequence[Judgment]) -> None:
+        """One transaction for the judgments and their spans, so a crash keeps both or neither."""
+        if not judgments:
+            return
+        judgment_table, span_table = judgment_tables(run_id, judgments)
+        with self.write() as con:
+            con.register("new_judgments", judgment_table)
+            con.register("new_spans", span_table)
+            con.execute(
+                "INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments"
+            )
+            con.execute("INSERT INTO judgment_spans SELECT * FROM new_spans")
+            con.unregister("new_judgments")
+            con.unregister("new_spans")
+
+    def judged_pairs(self, run_id: str) -> set[tuple[str, str]]:
+        """(item, judge) pairs that already have their row: what a resumed run skips."""
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT item_id, judge_id FROM judgments WHERE run_id = ?", [run_id]
+            ).fetchall()
+        return {(str(a), str(b)) for a, b in rows}
+
+    def consensus_item_ids(self, run_id: str) -> set[str]:
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT item_id FROM consensus WHERE run_id = ?", [run_id]
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def cached_judgments(self, cache_keys: Sequence[str]) -> dict[str, Judgment]:
+        """Scored judgments already stored under these cache keys (newest wins)."""
+        if not cache_keys:
+            return {}
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT * EXCLUDE (rank) FROM ("
+                "  SELECT j.*, row_number() OVER ("
+                "    PARTITION BY cache_key ORDER BY created_at DESC) AS rank"
+                "  FROM judgments j WHERE cache_key IN (SELECT unnest(?)) AND score IS NOT NULL"
+                ") WHERE rank = 1",
+                [list(cache_keys)],
+            )
+            judgments = _judgments_from_cursor(rows)
+            spans = _spans_for(con, [(j.run_id, j.item_id, j.judge_id) for j in judgments])
+        return {
+            row.cache_key: row.to_judgment(spans.get((row.run_id, row.item_id, row.judge_id), ()))
+            for row in judgments
+            if row.cache_key
+        }
+
+    def load_judgments(self, run_id: str) -> list[Judgment]:
+        with self.read() as con:
+            rows = _judgments_from_cursor(
+                con.execute("SELECT * FROM judgments WHERE run_id = ? ORDER BY item_id", [run_id])
+            )
+            spans = _spans_for(con, [(r.run_id, r.item_id, r.judge_id) for r in rows])
+        return [r.to_judgment(spans.get((r.run_id, r.item_id, r.judge_id), ())) for r in rows]
+
+    # -- consensus ----------------------------------------------------------------------
+
+    def insert_consensus(self, run_id: str, results: Sequence[Consensus]) -> None:
+        if not results:
+            return
+        consensus_table, span_table = consensus_tables(run_id, results)
+        with self.write() as con:
+            con.register("new_consensus", consensus_table)
+            con.register("new_consensus_spans", span_table)
+            con.execute("INSERT INTO consensus SELECT * FROM new_consensus")
+            con.execute("INSERT INTO consensus_spans SELECT * FROM new_consensus_spans")
+            con.unregister("new_consensus")
+            con.unregister("new_consensus_spans")
+
+    # -- reading back -------------------------------------------------------------------
+
+    def query(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[list[str], list[tuple]]:
+        """A read-only query: column names and rows."""
+        with self.read() as con:
+            cursor = con.execute(sql, list(parameters))
+            columns = [d[0] for d in cursor.description or ()]
+            return columns, cursor.fetchall()
+
+    def run_summary(self, run_id: str) -> dict[str, Any]:
+        with self.read() as con:
+            judged = con.execute(
+                "SELECT count(*), count(score), count(*) - count(score), "
+                "count(*) FILTER (WHERE cached), sum(cost_usd), sum(input_tokens), "
+                "sum(output_tokens), count(DISTINCT judge_id) "
+                "FROM judgments WHERE run_id = ?",
+                [run_id],
+            ).fetchone()
+            agreed = con.execute(
+                "SELECT count(*), avg(hallucinated::INTEGER), avg(score_spread), "
+                "count(*) FILTER (WHERE status = 'insufficient') "
+                "FROM consensus WHERE run_id = ?",
+                [run_id],
+            ).fetchone()
+            rejected = con.execute(
+                "SELECT count(*) FROM row_errors WHERE run_id = ?", [run_id]
+            ).fetchone()
+        assert judged is not None and agreed is not None and rejected is not None
+        return {
+            "judgments": judged[0],
+            "scored": judged[1],
+            "unscored": judged[2],
+            "cache_hits": judged[3],
+            "cost_usd": judged[4],
+            "input_tokens": judged[5],
+            "output_tokens": judged[6],
+            "judges": judged[7],
+            "items": agreed[0],
+            "hallucination_rate": agreed[1],
+            "mean_spread": agreed[2],
+            "insufficient": agreed[3],
+            "rejected_rows": rejected[0],
+        }
+
+
+# -- row conversion ---------------------------------------------------------------------
+
+_JUDGMENT_FIELDS = (
+    "run_id, item_id, judge_id, provider, model, prompt_name, prompt_hash, output_kind, score, "
+    "verdict, unscored_reason, reasoning, raw_output, latency_ms, input_tokens, output_tokens, "
+    "cost_usd, attempts, cache_key, cached, created_at"
+).split(", ")
+
+
+@dataclass(frozen=True, slots=True)
+class _JudgmentRow:
+    run_id: str
+    item_id: str
+    judge_id: str
+    provider: str
+    model: str | None
+    prompt_name: str | None
+    prompt_hash: str | None
+    output_kind: Any
+    score: float | None
+    verdict: bool | None
+    unscored_reason: str | None
+    reasoning: str | None
+    raw_output: str | None
+    latency_ms: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    attempts: int
+    cache_key: str | None
+    cached: bool
+    created_at: Any
+
+    def to_judgment(self, spans: tuple[Span, ...]) -> Judgment:
+        return Judgment(
+            item_id=self.item_id,
+            judge_id=self.judge_id,
+            output_kind=self.output_kind,
+            score=self.score,
+            spans=spans,
+            reasoning=self.reasoning,
+            raw_output=self.raw_output,
+            unscored_reason=self.unscored_reason,
+            latency_ms=self.latency_ms or 0.0,
+            prompt_name=self.prompt_name,
+            prompt_hash=self.prompt_hash,
+            provider=self.provider,
+            model=self.model,
+            usage=Usage(self.input_tokens, self.output_tokens, self.cost_usd),
+            attempts=self.attempts,
+            cache_key=self.cache_key,
+            cached=self.cached,
+        )
+
+
+def _judgments_from_cursor(cursor: duckdb.DuckDBPyConnection) -> list[_JudgmentRow]:
+    names = [d[0] for d in cursor.description or ()]
+    order = [names.index(f) for f in _JUDGMENT_FIELDS]
+    return [_JudgmentRow(*(row[i] for i in order)) for row in cursor.fetchall()]
+
+
+def _spans_for(
+    con: duckdb.DuckDBPyConnection, keys: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[Span, ...]]:
+    wanted = list(set(keys))
+    if not wanted:
+        return {}
+    table = pa.table(
+        {
+            "run_id": [k[0] for k in wanted],
+            "item_id": [k[1] for k in wanted],
+            "judge_id": [k[2] for k in wanted],
+        }
+    )
+    con.register("wanted_spans", table)
+    rows = con.execute(
+        "SELECT s.run_id, s.item_id, s.judge_id, s.char_start, s.char_end, s.text, "
+        "s.match_kind, s.requested, s.similarity FROM judgment_spans s "
+        "JOIN wanted_spans w USING (run_id, item_id, judge_id) "
+        "ORDER BY s.run_id, s.item_id, s.judge_id, s.span_index"
+    ).fetchall()
+    con.unregister("wanted_spans")
+    spans: dict[tuple[str, str, str], list[Span]] = {}
+    for run_id, item_id, judge_id, start, end, text, match, requested, similarity in rows:
+        spans.setdefault((run_id, item_id, judge_id), []).append(
+            Span(start, end, text, match, requested or "", similarity)
+        )
+    return {k: tuple(v) for k, v in spans.items()}
+
+
+def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Table, pa.Table]:
+    """The Arrow tables one insert of ``judgments`` (and their spans) writes."""
+    n = len(judgments)
+    judgment_table = pa.table(
+        {
+            "run_id": pa.array([run_id] * n, pa.string()),
+            "item_id": pa.array([j.item_id for j in judgments], pa.string()),
+            "judge_id": pa.array([j.judge_id for j in judgments], pa.string()),
+            "provider": pa.array([j.provider for j in judgments], pa.string()),
+            "model": pa.array([j.model for j in judgments], pa.string()),
+            "prompt_name": pa.array([j.prompt_name for j in judgments], pa.string()),
+            "prompt_hash": pa.array([j.prompt_hash for j in judgments], pa.string()),
+            "output_kind": pa.array([j.output_kind for j in judgments], pa.string()),
+            "score": pa.array([j.score for j in judgments], pa.float64()),
+            "verdict": pa.array([j.verdict for j in judgments], pa.bool_()),
+            "unscored_reason": pa.array([j.unscored_reason for j in judgments], pa.string()),
+            "reasoning": pa.array([j.reasoning for j in judgments], pa.string()),
+            "raw_output": pa.array([j.raw_output for j in judgments], pa.string()),
+            "latency_ms": pa.array([j.latency_ms for j in judgments], pa.float64()),
+            "input_tokens": pa.array([j.usage.input_tokens for j in judgments], pa.int64()),
+            "output_tokens": pa.array([j.usage.output_tokens for j in judgments], pa.int64()),
+            "cost_usd": pa.array([j.usage.cost_usd for j in judgments], pa.float64()),
+            "attempts": pa.array([j.attempts for j in judgments], pa.int32()),
+            "cache_key": pa.array([j.cache_key for j in judgments], pa.string()),
+            "cached": pa.array([j.cached for j in judgments], pa.bool_()),
+        }
+    )
+    span_rows = [
+        (j.item_id, j.judge_id, index, s)
+        for j in judgments
+        for index, s in enumerate(j.spans)
+    ]
+    span_table = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(span_rows), pa.string()),
+            "item_id": pa.array([r[0] for r in span_rows], pa.string()),
+            "judge_id": pa.array([r[1] for r in span_rows], pa.string()),
+            "span_index": pa.array([r[2] for r in span_rows], pa.int32()),
+            "char_start": pa.array([r[3].char_start for r in span_rows], pa.int32()),
+            "char_end": pa.array([r[3].char_end for r in span_rows], pa.int32()),
+            "text": pa.array([r[3].text for r in span_rows], pa.string()),
+            "match_kind": pa.array([r[3].match for r in span_rows], pa.string()),
+            "requested": pa.array([r[3].requested for r in span_rows], pa.string()),
+            "similarity": pa.array([r[3].similarity for r in span_rows], pa.float64()),
+        }
+    )
+    return judgment_table, span_table
+
+
+def consensus_tables(run_id: str, results: Sequence[Consensus]) -> tuple[pa.Table, pa.Table]:
+    n = len(results)
+    consensus_table = pa.table(
+        {
+            "run_id": pa.array([run_id] * n, pa.string()),
+            "item_id": pa.array([c.item_id for c in results], pa.string()),
+            "status": pa.array([c.status for c in results], pa.string()),
+            "n_judges": pa.array([c.n_judges for c in results], pa.int32()),
+            "n_answered": pa.array([c.n_answered for c in results], pa.int32()),
+            "n_scored": pa.array([c.n_scored for c in results], pa.int32()),
+            "n_span_judges": pa.array([c.n_span_judges for c in results], pa.int32()),
+            "score_median": pa.array([c.score_median for c in results], pa.float64()),
+            "score_min": pa.array([c.score_min for c in results], pa.float64()),
+            "score_max": pa.array([c.score_max for c in results], pa.float64()),
+            "score_spread": pa.array([c.score_spread for c in results], pa.float64()),
+            "hallucinated": pa.array([c.hallucinated for c in results], pa.bool_()),
+        }
+    )
+    span_rows = [(c.item_id, i, s) for c in results for i, s in enumerate(c.spans)]
+    span_table = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(span_rows), pa.string()),
+            "item_id": pa.array([r[0] for r in span_rows], pa.string()),
+            "span_index": pa.array([r[1] for r in span_rows], pa.int32()),
+            "char_start": pa.array([r[2].char_start for r in span_rows], pa.int32()),
+            "char_end": pa.array([r[2].char_end for r in span_rows], pa.int32()),
+            "text": pa.array([r[2].text for r in span_rows], pa.string()),
+            "votes": pa.array([r[2].votes for r in span_rows], pa.int32()),
+            "min_votes": pa.array([r[2].min_votes for r in span_rows], pa.int32()),
+        }
+    )
+    return consensus_table, span_table

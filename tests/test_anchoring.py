@@ -1,0 +1,162 @@
+"""Span anchoring: exact, repeat, normalised and fuzzy stages, and their invariants."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from judges.anchoring import anchor_spans
+
+ARTICLE = (
+    "The restaurant’s patio offers outdoor seating. Guests love the “Italian sub”.\n"
+    "It is open  from 11:30 AM to 10:00 PM — every day. Outdoor seating is popular."
+)
+
+
+def test_exact_and_repeat() -> None:
+    text = "free WiFi here, free WiFi there, free WiFi everywhere"
+    spans = anchor_spans(text, ["free WiFi", "free WiFi", "there"])
+    assert [s.match for s in spans] == ["exact", "repeat", "exact"]
+    assert [s.char_start for s in spans] == [0, 16, 26]
+    assert all(text[s.char_start : s.char_end] == s.text for s in spans)  # type: ignore[misc]
+    assert spans[0].requested == "free WiFi"
+
+
+def test_more_repeats_than_occurrences_leaves_the_extra_unmatched() -> None:
+    spans = anchor_spans("a big garage and a lot", ["garage", "garage"])
+    assert [s.match for s in spans] == ["exact", "unmatched"]
+    assert spans[1].char_start is None and spans[1].text == "garage"
+
+
+def test_extra_repeat_falls_through_to_a_normalized_occurrence() -> None:
+    spans = anchor_spans("Outdoor seating. outdoor seating", ["outdoor seating"] * 2)
+    assert [(s.match, s.char_start) for s in spans] == [("exact", 17), ("normalized", 0)]
+
+
+def test_normalized_curly_quotes_case_whitespace_punctuation() -> None:
+    cases = {
+        "The restaurant's patio": "The restaurant’s patio",
+        'guests love the "italian sub".': "Guests love the “Italian sub",  # edge punct. dropped
+        "open from 11:30 AM to 10:00 PM - every day": "open  from 11:30 AM to 10:00 PM — every day",
+        "  outdoor   seating is popular!! ": "Outdoor seating is popular",
+    }
+    spans = anchor_spans(ARTICLE, list(cases))
+    for span, (requested, anchored) in zip(spans, cases.items(), strict=True):
+        assert span.match == "normalized", requested
+        assert span.text == anchored
+        assert span.requested == requested
+
+
+def test_fuzzy() -> None:
+    spans = anchor_spans(ARTICLE, ["offers outdor seatings"])
+    (span,) = spans
+    assert span.match == "fuzzy"
+    assert span.text == "offers outdoor seating"
+    assert span.similarity is not None and span.similarity >= 85
+
+
+def test_unmatched_and_empty() -> None:
+    spans = anchor_spans(ARTICLE, ["valet parking for all guests", "", "   ", "zz"])
+    assert [s.match for s in spans] == ["unmatched"] * 4
+    assert all(s.char_start is None and s.char_end is None for s in spans)
+    assert [s.requested for s in spans] == ["valet parking for all guests", "", "   ", "zz"]
+
+
+def test_threshold_controls_fuzzy() -> None:
+    assert anchor_spans(ARTICLE, ["offers outdor seatings"], fuzzy_threshold=99)[0].match == (
+        "unmatched"
+    )
+
+
+def test_fast_on_2kb() -> None:
+    text = (ARTICLE + " ") * 13
+    requested = ["outdoor seating", "italian sub.", "offers outdor seatings", "nothing like it"] * 5
+    started = time.perf_counter()
+    for _ in range(20):
+        anchor_spans(text, requested)
+    assert (time.perf_counter() - started) / 20 < 0.05
+
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300)
+
+
+@given(texts, st.data())
+def test_exact_substring_anchors_exactly(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    s = text[start:end]
+    assume(s.strip())
+    (span,) = anchor_spans(text, [s])
+    assert span.match == "exact"
+    assert span.char_start is not None and span.char_end is not None
+    assert text[span.char_start : span.char_end] == s == span.text
+    assert span.char_start == text.find(s)
+
+
+@given(texts, st.lists(st.text(max_size=20), max_size=6))
+def test_anchored_spans_are_in_bounds(text: str, requested: list[str]) -> None:
+    spans = anchor_spans(text, requested)
+    assert len(spans) == len(requested)
+    for span, wanted in zip(spans, requested, strict=True):
+        assert span.requested == wanted
+        if span.anchored:
+            assert span.char_start is not None and span.char_end is not None
+            assert 0 <= span.char_start < span.char_end <= len(text)
+            assert span.text == text[span.char_start : span.char_end]
+        else:
+            assert span.match == "unmatched"
+
+
+words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz'", min_size=1, max_size=8).filter(
+    lambda w: w.strip("'")
+)
+
+
+@given(
+    st.lists(words, min_size=1, max_size=6),
+    st.lists(words, max_size=5),
+    st.lists(words, max_size=5),
+    st.sampled_from(["case", "quotes", "spaces", "period"]),
+)
+def test_near_miss_anchors_normalized(
+    phrase: list[str], before: list[str], after: list[str], change: str
+) -> None:
+    target = " ".join(phrase)
+    assume(target.strip("'") == target)
+    prefix = " ".join(before) + ", " if before else ""
+    text = prefix + target + (", " + " ".join(after) if after else "") + "."
+    start = len(prefix)
+    assume(text.find(target) == start)  # the first occurrence is the one we placed
+    if change == "case":
+        requested = target.upper()
+        assume(requested != target)
+    elif change == "quotes":
+        assume("'" in target)
+        requested = target.replace("'", "’")
+    elif change == "spaces":
+        assume(len(phrase) > 1)
+        requested = "  " + target.replace(" ", " \n ") + " "
+    else:
+        requested = target + "."
+        assume(requested not in text)
+    (span,) = anchor_spans(text, [requested])
+    assert span.match == "normalized"
+    assert (span.char_start, span.char_end) == (start, start + len(target))
+
+
+@given(st.lists(words, min_size=1, max_size=4), st.integers(1, 4), st.text(" xyz", max_size=5))
+def test_repeats_go_to_successive_occurrences(phrase: list[str], n: int, filler: str) -> None:
+    target = " ".join(phrase)
+    sep = f" [{filler}] "
+    text = sep.join([target] * n)
+    spans = anchor_spans(text, [target] * n)
+    expected = []
+    position = 0
+    for _ in range(n):
+        position = text.find(target, position)
+        expected.append((position, position + len(target)))
+        position += len(target)
+    assert [(s.char_start, s.char_end) for s in spans] == expected
+    assert [s.match for s in spans] == ["exact"] + ["repeat"] * (n - 1)
