@@ -95,9 +95,7 @@ def run(
 def sql(
     query: Annotated[str, typer.Argument(help="SQL to run against the store (read-only).")],
     db: DbOption = None,
-    format_: Annotated[
-        str, typer.Option("--format", "-f", help="table, csv or json.")
-    ] = "table",
+    format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     limit: Annotated[int, typer.Option(help="Rows to show in table format.")] = 1000,
 ) -> None:
     """Query the store read-only; DuckDB refuses any statement that would write."""

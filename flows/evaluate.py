@@ -74,7 +74,9 @@ class ChunkRunner:
         results = await asyncio.gather(
             *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
         )
-        by_item: dict[str, list[Judgment]] = {i.item_id: list(self.stored.get(i.item_id, [])) for i in items}
+        by_item: dict[str, list[Judgment]] = {
+            i.item_id: list(self.stored.get(i.item_id, [])) for i in items
+        }
         for judgments in results:
             for judgment in judgments:
                 by_item[judgment.item_id].append(judgment)

@@ -13,7 +13,9 @@ from prompts.loader import PromptTemplate, load_template
 from storage.datasets import DEFAULT_MAX_CHARS
 from storage.store import RunRecord, Store, new_run_id
 
-BUNDLED_DATASET = Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
+BUNDLED_DATASET = (
+    Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
+)
 DETECTOR_VARIABLES = ("reference", "response")
 
 
@@ -65,9 +67,7 @@ def public_panel(panel: PanelSpec) -> dict[str, Any]:
     return data
 
 
-def preflight(
-    dataset: str | None, panel: str | None, mapping: dict[str, str] | None
-) -> None:
+def preflight(dataset: str | None, panel: str | None, mapping: dict[str, str] | None) -> None:
     """Fail before Prefect starts on what can be checked without it: panel, keys, columns."""
     from storage.datasets import dataset_columns, resolve_columns
 

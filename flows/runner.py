@@ -22,7 +22,9 @@ def _with_task_runner(dask: str | None) -> Any:
     return evaluate.with_options(task_runner=runner)
 
 
-def run_evaluation(console: Console, parameters: dict[str, Any], dask: str | None) -> dict[str, Any]:
+def run_evaluation(
+    console: Console, parameters: dict[str, Any], dask: str | None
+) -> dict[str, Any]:
     flow = _with_task_runner(dask)
     bar = Progress(
         TextColumn("[bold]judging"),
@@ -47,9 +49,7 @@ def run_evaluation(console: Console, parameters: dict[str, Any], dask: str | Non
     progress.add_listener(listen)
     try:
         with bar:
-            result: dict[str, Any] = asyncio.run(
-                flow(**parameters, distributed=dask is not None)
-            )
+            result: dict[str, Any] = asyncio.run(flow(**parameters, distributed=dask is not None))
     finally:
         progress.remove_listener(listen)
     return result

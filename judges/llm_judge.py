@@ -51,6 +51,10 @@ class LLMJudge:
     def __repr__(self) -> str:
         return f"LLMJudge({self.judge_id!r}, {self.spec.provider}:{self.model})"
 
+    async def aclose(self) -> None:
+        """Release the client's connections for this event loop (call once a run is done)."""
+        await self.client.aclose()
+
     def cache_key(self, item: Item) -> str:
         """Identifies the answer this judge would give ``item``; raises PromptError."""
         return self._cache_key(self.template.render(item.variables))

@@ -98,17 +98,20 @@ def template_names() -> list[str]:
     return sorted(_catalog())
 
 
-@cache
 def load_template(name: str) -> PromptTemplate:
     """The template called ``name`` (a catalogue key, optionally ``name@vN``)."""
     base, _, version = name.partition("@v")
     entry = _catalog().get(base)
     if entry is None:
-        raise PromptError(
-            f"unknown prompt {name!r}; known prompts: {', '.join(template_names())}"
-        )
-    if version and int(version) != int(entry["version"]):
+        raise PromptError(f"unknown prompt {name!r}; known prompts: {', '.join(template_names())}")
+    if version and version != str(entry["version"]):
         raise PromptError(f"prompt {base} has version {entry['version']}, not {version}")
+    return _load(base)
+
+
+@cache
+def _load(base: str) -> PromptTemplate:
+    entry = _catalog()[base]
     text = resources.files("prompts").joinpath("templates", entry["file"]).read_text("utf-8")
     template = PromptTemplate(
         name=base,

@@ -166,7 +166,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
 def _duckdb_rows(path: Path, fmt: str, batch_rows: int) -> Iterator[tuple[int, dict[str, Any]]]:
     con = duckdb.connect()
     try:
-        reader = con.execute(_relation_sql(fmt), [str(path)]).fetch_record_batch(batch_rows)
+        reader = con.execute(_relation_sql(fmt), [str(path)]).to_arrow_reader(batch_rows)
         # CSV counts its header as line 1, so data rows start at 2.
         number = 2 if fmt == "csv" else 1
         for batch in reader:
@@ -200,7 +200,9 @@ def count_rows(path: Path) -> int | None:
     """Rows in the dataset, for progress bars; None when DuckDB cannot count them cheaply."""
     con = duckdb.connect()
     try:
-        row = con.execute(f"SELECT count(*) FROM ({_relation_sql(dataset_format(path))})", [str(path)])
+        row = con.execute(
+            f"SELECT count(*) FROM ({_relation_sql(dataset_format(path))})", [str(path)]
+        )
         found = row.fetchone()
         return int(found[0]) if found else None
     except duckdb.Error:

@@ -224,9 +224,7 @@ class Store:
         with self.write() as con:
             con.register("new_judgments", judgment_table)
             con.register("new_spans", span_table)
-            con.execute(
-                "INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments"
-            )
+            con.execute("INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments")
             con.execute("INSERT INTO judgment_spans SELECT * FROM new_spans")
             con.unregister("new_judgments")
             con.unregister("new_spans")
@@ -336,11 +334,29 @@ class Store:
 
 # -- row conversion ---------------------------------------------------------------------
 
-_JUDGMENT_FIELDS = (
-    "run_id, item_id, judge_id, provider, model, prompt_name, prompt_hash, output_kind, score, "
-    "verdict, unscored_reason, reasoning, raw_output, latency_ms, input_tokens, output_tokens, "
-    "cost_usd, attempts, cache_key, cached, created_at"
-).split(", ")
+_JUDGMENT_FIELDS = [
+    "run_id",
+    "item_id",
+    "judge_id",
+    "provider",
+    "model",
+    "prompt_name",
+    "prompt_hash",
+    "output_kind",
+    "score",
+    "verdict",
+    "unscored_reason",
+    "reasoning",
+    "raw_output",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "attempts",
+    "cache_key",
+    "cached",
+    "created_at",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,9 +468,7 @@ def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Tabl
         }
     )
     span_rows = [
-        (j.item_id, j.judge_id, index, s)
-        for j in judgments
-        for index, s in enumerate(j.spans)
+        (j.item_id, j.judge_id, index, s) for j in judgments for index, s in enumerate(j.spans)
     ]
     span_table = pa.table(
         {

@@ -20,7 +20,7 @@ def test_exact_and_repeat() -> None:
     spans = anchor_spans(text, ["free WiFi", "free WiFi", "there"])
     assert [s.match for s in spans] == ["exact", "repeat", "exact"]
     assert [s.char_start for s in spans] == [0, 16, 26]
-    assert all(text[s.char_start : s.char_end] == s.text for s in spans)  # type: ignore[misc]
+    assert all(text[s.char_start : s.char_end] == s.text for s in spans)
     assert spans[0].requested == "free WiFi"
 
 

@@ -96,7 +96,7 @@ class TestNumbers:
     def test_unsupported(self) -> None:
         response = (
             "Rated 4.5 stars, it is open until 10 PM, opened in 1988, mains cost $20, "
-            "70% of diners return, a review from January 3, 2022, and nine locations."
+            "70% of diners return, a review from January 3, 2022, and eleven locations."
         )
         assert flagged(self.detector, response) == [
             "4.5 stars",
@@ -105,7 +105,7 @@ class TestNumbers:
             "$20",
             "70%",
             "January 3, 2022",
-            "nine",
+            "eleven",
         ]
 
     def test_number_inside_a_word_is_not_a_claim(self) -> None:
@@ -217,7 +217,7 @@ class TestOfflineJudge:
             ("4.5 stars", "detector"),
             ("10 PM", "detector"),
         ]
-        assert all(response[s.char_start : s.char_end] == s.text for s in judgment.spans)  # type: ignore[misc]
+        assert all(response[s.char_start : s.char_end] == s.text for s in judgment.spans)
         assert judgment.provider == "offline"
         assert judgment.model == "detector:numbers"
         assert judgment.prompt_name is None

@@ -80,27 +80,33 @@ def _time(hour: int, minute: int, ampm: str | None) -> int:
     return (hour % 24) * 60 + minute
 
 
+def _date(m: re.Match[str]) -> tuple[int | None, int, int | None] | None:
+    """(year, month, day) of a date token, None when the token is not a date."""
+    if m.group("iso"):
+        return int(m["iy"]), int(m["im"]), int(m["id"])
+    if not (m.group("mdy") or m.group("dmy") or m.group("my")):
+        return None
+    year, day = m["y1"] or m["y2"] or m["y3"], m["d1"] or m["d2"]
+    month = _MONTHS[(m["m1"] or m["m2"] or m["m3"]).lower()]
+    return (int(year) if year else None), month, (int(day) if day else None)
+
+
 def _facts(reference: str) -> _Facts:
     facts = _Facts()
     for m in _TOKEN_RE.finditer(reference):
-        kind = m.lastgroup
-        if m.group("iso"):
-            facts.add_date(int(m["iy"]), int(m["im"]), int(m["id"]))
-            facts.numbers.add(float(m["iy"]))
-        elif m.group("mdy") or m.group("dmy") or m.group("my"):
-            month = _MONTHS[(m["m1"] or m["m2"] or m["m3"]).lower()]
-            year, day = m["y1"] or m["y2"] or m["y3"], m["d1"] or m["d2"]
-            facts.add_date(int(year) if year else None, month, int(day) if day else None)
+        date = _date(m)
+        if date is not None:
+            facts.add_date(*date)
+            if date[0] is not None:
+                facts.numbers.add(float(date[0]))
         elif m.group("ampm"):
             facts.times.add(_time(int(m["ah"]), int(m["am"] or 0), m["ap"]))
         elif m.group("clock"):
             facts.times.add(_time(int(m["ch"]), int(m["cm"]), None))
         elif m.group("word"):
             facts.numbers.add(float(_NUMBER_WORDS[m["wv"].lower()]))
-        elif kind is not None:
-            value = m["mv"] or m["pv"]
-            if value:
-                facts.numbers.add(_num(value))
+        elif m["mv"] or m["pv"]:
+            facts.numbers.add(_num(m["mv"] or m["pv"]))
     # A record's structure states counts too: three reviews, seven opening days.
     record = parse_record(reference)
     if record is not None:
@@ -120,14 +126,9 @@ def _container_sizes(record: object) -> list[int]:
 
 
 def _supported(m: re.Match[str], facts: _Facts) -> bool:
-    if m.group("iso") or m.group("mdy") or m.group("dmy") or m.group("my"):
-        if m.group("iso"):
-            year, month, day = int(m["iy"]), int(m["im"]), int(m["id"])
-        else:
-            month = _MONTHS[(m["m1"] or m["m2"] or m["m3"]).lower()]
-            y, d = m["y1"] or m["y2"] or m["y3"], m["d1"] or m["d2"]
-            year, day = (int(y) if y else None), (int(d) if d else None)  # type: ignore[assignment]
-        return (year, month, day) in facts.dates
+    date = _date(m)
+    if date is not None:
+        return date in facts.dates
     if m.group("ampm"):
         return _time(int(m["ah"]), int(m["am"] or 0), m["ap"]) in facts.times
     if m.group("clock"):

@@ -95,6 +95,9 @@ class ModelClient(Protocol):
 
     def should_retry(self, error: ProviderError) -> bool: ...
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections opened from the running event loop."""
+
 
 def output_schema(kind: OutputKind) -> dict[str, Any]:
     """JSON schema of the answer the seed prompts ask for, usable as a tool or response format.
