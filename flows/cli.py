@@ -142,6 +142,15 @@ def stub_server(
     serve(host="127.0.0.1", port=port, config=config)
 
 
+from flows.cli_analysis import register as _register_analysis  # noqa: E402
+
+_register_analysis(app)  # `agreement` and `disagreements`
+
+from flows.cli_ops import register as _register_ops  # noqa: E402
+
+_register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
+
+
 def main() -> None:
     try:
         app()

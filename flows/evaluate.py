@@ -9,6 +9,7 @@ from itertools import islice
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.futures import PrefectFuture
 from prefect.runtime import flow_run
 
 from flows import progress
@@ -18,6 +19,7 @@ from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
 from storage.datasets import DEFAULT_MAX_CHARS, RowError, count_rows, read_items
+from storage.journal import Journal, journal_path
 
 
 def _chunks(rows: Iterable[Item | RowError], size: int) -> Iterator[list[Item | RowError]]:
@@ -32,12 +34,24 @@ class ChunkRunner:
     def __init__(self, plan: RunPlan, distributed: bool) -> None:
         self.plan = plan
         self.distributed = distributed
+        self.journal = Journal(journal_path(plan.store.path, plan.run_id))
+        if plan.resumed:
+            self._replay_journal()
         self.done_pairs = plan.store.judged_pairs(plan.run_id) if plan.resumed else set()
         self.done_consensus = plan.store.consensus_item_ids(plan.run_id) if plan.resumed else set()
         self.stored: dict[str, list[Judgment]] = {}
         if plan.resumed:
             for judgment in plan.store.load_judgments(plan.run_id):
                 self.stored.setdefault(judgment.item_id, []).append(judgment)
+
+    def _replay_journal(self) -> None:
+        """Store what a killed run had judged but not yet written, so it is not paid twice."""
+        stored = self.plan.store.judged_pairs(self.plan.run_id)
+        missing = [j for j in self.journal.replay() if (j.item_id, j.judge_id) not in stored]
+        known = self.plan.store.item_ids(self.plan.run_id)
+        self.plan.store.insert_judgments(
+            self.plan.run_id, [j for j in missing if j.item_id in known]
+        )
 
     def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
         judge = judge_for(spec, self.plan.panel.prices)
@@ -60,11 +74,14 @@ class ChunkRunner:
         fresh: list[Judgment] = []
         if todo:
             prices = self.plan.panel.prices
+            journal = str(self.journal.path)
             if self.distributed:
-                future = judge_chunk.submit(spec, prices, todo, index)
+                future: PrefectFuture[list[Judgment]] = judge_chunk.submit(
+                    spec, prices, todo, index, journal
+                )
                 fresh = await asyncio.to_thread(future.result)
             else:
-                fresh = await judge_chunk(spec, prices, todo, index)
+                fresh = await judge_chunk(spec, prices, todo, index, journal)
         new = cached + fresh
         self.plan.store.insert_judgments(self.plan.run_id, new)
         progress.report("judged", len(new))
@@ -127,6 +144,7 @@ async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int)
         pending -= finished
     await asyncio.gather(*pending)
     plan.store.insert_row_errors(plan.run_id, errors)
+    runner.journal.remove()
     return errors
 
 
@@ -162,11 +180,22 @@ async def evaluate(
     )
     logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
     try:
-        errors = await judge_dataset(plan, distributed, chunks_in_flight)
+        await judge_dataset(plan, distributed, chunks_in_flight)
     except BaseException as error:
         plan.store.finish_run(plan.run_id, "failed", f"{type(error).__name__}: {error}")
         raise
     plan.store.finish_run(plan.run_id, "completed")
     summary = plan.store.run_summary(plan.run_id)
-    summary.update(run_id=plan.run_id, db=str(plan.store.path), rejected=len(errors))
+    summary.update(
+        run_id=plan.run_id,
+        db=str(plan.store.path),
+        dataset=str(plan.dataset),
+        rejected=[
+            {"row": e.row_number, "item_id": e.item_id, "error": e.error}
+            for e in plan.store.row_errors(plan.run_id)
+        ],
+    )
+    from flows.artifacts import publish_run_artifacts  # never fails the run
+
+    await publish_run_artifacts(plan.store, plan.run_id)
     return summary

@@ -89,6 +89,15 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    rejected = summary.get("rejected") or []
+    if rejected:
+        console.print(
+            f"\n[bold yellow]{summary['rejected_rows']} rejected rows[/] (table row_errors):"
+        )
+        for row in rejected[:10]:
+            console.print(f"  line {row['row']}: {row['error']}", soft_wrap=True)
+        if summary["rejected_rows"] > 10:
+            console.print(f"  … and {summary['rejected_rows'] - 10} more")
     console.print("\nTry next:")
     query = EXAMPLE_QUERY.format(run_id=summary["run_id"])
     console.print(f'  juryflow sql "{query}" --db {summary["db"]}', soft_wrap=True)

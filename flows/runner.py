@@ -18,7 +18,7 @@ def _with_task_runner(dask: str | None) -> Any:
         return evaluate
     from prefect_dask import DaskTaskRunner
 
-    runner = DaskTaskRunner() if dask == "local" else DaskTaskRunner(address=dask)
+    runner: Any = DaskTaskRunner() if dask == "local" else DaskTaskRunner(address=dask)
     return evaluate.with_options(task_runner=runner)
 
 

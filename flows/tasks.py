@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -17,6 +18,7 @@ from judges.base import Judge
 from judges.factory import build_judge
 from judges.panel import JudgeSpec, Price
 from judges.records import Item, Judgment, unscored
+from storage.journal import Journal
 
 # Judges hold HTTP clients and limiters bound to an event loop, so one is built per loop:
 # tasks awaited in the flow's loop share it (and its per-provider limits); tasks on other
@@ -43,10 +45,22 @@ def judge_for(spec: JudgeSpec, prices: dict[str, Price]) -> Judge:
     retry_delay_seconds=5,
 )
 async def judge_chunk(
-    spec: JudgeSpec, prices: dict[str, Price], items: list[Item], chunk_index: int
+    spec: JudgeSpec,
+    prices: dict[str, Price],
+    items: list[Item],
+    chunk_index: int,
+    journal: str | None = None,
 ) -> list[Judgment]:
     judge = judge_for(spec, prices)
-    results = await asyncio.gather(*(judge.judge(item) for item in items), return_exceptions=True)
+    log = Journal(Path(journal)) if journal else None
+
+    async def judge_one(item: Item) -> Judgment:
+        judgment = await judge.judge(item)
+        if log is not None:
+            log.append(judgment)
+        return judgment
+
+    results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
     judgments: list[Judgment] = []
     for item, result in zip(items, results, strict=True):
         if isinstance(result, Judgment):

@@ -101,8 +101,11 @@ def character_votes(spans_per_judge: Sequence[Sequence[Run]], length: int) -> np
     return covered.sum(axis=0, dtype=np.int64)
 
 
-def majority_runs(votes: np.ndarray, n_voters: int) -> list[Run]:
+def majority_runs(votes: np.ndarray, n_voters: int, min_votes: int | None = None) -> list[Run]:
     """Maximal runs of characters marked by strictly more than half of ``n_voters``.
+
+    With ``min_votes``, a character needs at least that many votes instead of a strict
+    majority (``juryflow reaggregate --min-votes``).
 
     >>> import numpy as np
     >>> majority_runs(np.array([0, 2, 2, 1, 3, 0]), 3)
@@ -111,15 +114,27 @@ def majority_runs(votes: np.ndarray, n_voters: int) -> list[Run]:
     []
     >>> majority_runs(np.array([1, 1]), 0)
     []
+    >>> majority_runs(np.array([1, 1, 0, 2]), 3, min_votes=1)
+    [(0, 2), (3, 4)]
     """
     if n_voters <= 0:
         return []
-    flagged = np.asarray(votes, dtype=np.int64) * 2 > n_voters
+    flagged = _flagged(votes, n_voters, min_votes)
     # Padding with False on both sides makes every run open with +1 and close with -1.
     edges = np.diff(np.concatenate(([False], flagged, [False])).astype(np.int8))
     run_starts = np.flatnonzero(edges == 1)
     run_ends = np.flatnonzero(edges == -1)
     return [(int(s), int(e)) for s, e in zip(run_starts, run_ends, strict=True)]
+
+
+def _flagged(votes: np.ndarray, n_voters: int, min_votes: int | None) -> np.ndarray:
+    """Which characters enter the consensus: a strict majority, or ``>= min_votes``."""
+    counts = np.asarray(votes, dtype=np.int64)
+    if min_votes is None:
+        return counts * 2 > n_voters
+    if min_votes < 1:
+        raise ValueError(f"min_votes must be at least 1, got {min_votes}")
+    return counts >= min_votes
 
 
 def _is_word_char(char: str) -> bool:
@@ -173,7 +188,9 @@ def snap_to_words(runs: Iterable[Run], text: str) -> list[Run]:
     return merge_runs(snap_run(run, text) for run in runs if run[0] < run[1])
 
 
-def consensus_spans(votes: np.ndarray, n_voters: int, text: str) -> tuple[ConsensusSpan, ...]:
+def consensus_spans(
+    votes: np.ndarray, n_voters: int, text: str, min_votes: int | None = None
+) -> tuple[ConsensusSpan, ...]:
     """The panel's spans: majority runs of ``votes``, snapped to words and merged.
 
     >>> import numpy as np
@@ -181,9 +198,9 @@ def consensus_spans(votes: np.ndarray, n_voters: int, text: str) -> tuple[Consen
     ...     np.array([0, 0, 0, 0, 2, 3, 0, 0, 0]), 3, "in 1889 ")]
     [('1889', 3, 2)]
     """
-    flagged = np.asarray(votes, dtype=np.int64) * 2 > n_voters
+    flagged = _flagged(votes, n_voters, min_votes)
     spans: list[ConsensusSpan] = []
-    for start, end in snap_to_words(majority_runs(votes, n_voters), text):
+    for start, end in snap_to_words(majority_runs(votes, n_voters, min_votes), text):
         # The counts come from the majority characters only: the word-snapped margins
         # were not voted for by a majority and would drag min_votes below it.
         inside = votes[start:end][flagged[start:end]]
@@ -234,11 +251,14 @@ def item_consensus(
     n_judges: int,
     text: str,
     quorum: int | None = None,
+    min_votes: int | None = None,
 ) -> Consensus:
     """Combine one item's judgments into the panel's consensus.
 
     ``n_judges`` is the size of the panel (judges that failed or never ran included) and
     sets the default quorum; ``text`` is the judged text the span offsets refer to.
+    ``min_votes`` (default: a strict majority of the answering span judges) is how many
+    judges must mark a character for it to enter the consensus spans.
 
     >>> from judges.records import Judgment
     >>> votes = [Judgment("i1", j, "score", s) for j, s in (("a", 0.2), ("b", 0.6), ("c", 0.9))]
@@ -273,7 +293,7 @@ def item_consensus(
     spans: tuple[ConsensusSpan, ...] = ()
     if span_judges:
         votes = character_votes([_offsets(j) for j in span_judges], len(text))
-        spans = consensus_spans(votes, len(span_judges), text)
+        spans = consensus_spans(votes, len(span_judges), text, min_votes)
     return Consensus(
         item_id=item_id,
         status="ok",

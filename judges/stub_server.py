@@ -117,6 +117,8 @@ class StubConfig:
     fault_500: float = 0.0
     fault_hang: float = 0.0
     fault_drop: float = 0.0
+    malformed: float = 0.0
+    """Share of successful answers replaced by broken JSON (a model's malformed output)."""
     retry_after: float = 1.0
     """Seconds sent in Retry-After with a 429."""
     hang_seconds: float = 30.0
@@ -127,7 +129,7 @@ class StubConfig:
     script: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop)
+        rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop, self.malformed)
         if any(r < 0 for r in rates) or sum(rates) > 1:
             raise ValueError("fault rates must be >= 0 and sum to at most 1")
 
@@ -473,6 +475,16 @@ class _Request:
     body: bytes
 
 
+@dataclass
+class _Reply:
+    """What to do with a model call: an HTTP answer, or (status None) nothing more to send."""
+
+    outcome: str
+    status: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] | None = None
+
+
 class StubServer:
     """The asyncio server; one instance per running stand-in."""
 
@@ -564,14 +576,17 @@ class StubServer:
                 return await _send(writer, 400, error_body(api, 400, message))
         model = str(body.get("model", ""))
         number = self.stats._start(path, model)
-        outcome = "error"
         try:
-            outcome, keep_open = await self._model_call(
-                api, body, model, number, request, reader, writer
-            )
-            return keep_open
-        finally:
-            self.stats._finish(outcome)
+            reply = await self._model_call(api, body, model, number, request, reader, writer)
+        except BaseException:
+            self.stats._finish("error")
+            raise
+        # Counted before the client can see the answer, so a caller that reads the stats
+        # right after its response never races the bookkeeping.
+        self.stats._finish(reply.outcome)
+        if reply.status is None:
+            return False
+        return await _send(writer, reply.status, reply.payload, reply.headers)
 
     async def _model_call(
         self,
@@ -582,26 +597,29 @@ class StubServer:
         request: _Request,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-    ) -> tuple[str, bool]:
+    ) -> _Reply:
         config = self.config
         try:
             rule = parse_model(model, config.default_answer)
         except ValueError as error:
-            return "400", await _send(writer, 400, error_body(api, 400, str(error)))
+            return _Reply("400", 400, error_body(api, 400, str(error)))
         step = self._next_step(model)
-        fault = step if step in FAULTS else rule.fault_for(number - 1) if step is None else None
-        if fault is None and step is None:
-            fault = self._random_fault()
+        fault: str | None
+        if step is not None:
+            fault = step if step in FAULTS else None
+        else:
+            # ``number`` counts this model's requests since start (or the last stats reset).
+            fault = rule.fault_for(number - 1) or self._random_fault()
 
         if fault == "drop":
             writer.transport.abort()
-            return "drop", False
+            return _Reply("drop")
         if fault == "hang":
             # Hold the request without answering until the client gives up (closes).
             with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
                 await asyncio.wait_for(reader.read(1), config.hang_seconds)
             writer.transport.abort()
-            return "hang", False
+            return _Reply("hang")
 
         latency = rule.latency_ms if rule.latency_ms is not None else config.latency_ms
         latency += self._rng.uniform(0, config.latency_jitter_ms) if config.latency_jitter_ms else 0
@@ -610,30 +628,30 @@ class StubServer:
 
         if fault == "429":
             headers = {"retry-after": _seconds(config.retry_after)}
-            return "429", await _send(
-                writer, 429, error_body(api, 429, "stub: rate limited"), headers
-            )
+            return _Reply("429", 429, error_body(api, 429, "stub: rate limited"), headers)
         if fault == "500":
-            return "500", await _send(writer, 500, error_body(api, 500, "stub: internal error"))
+            return _Reply("500", 500, error_body(api, 500, "stub: internal error"))
         if fault == "400":
-            return "400", await _send(writer, 400, error_body(api, 400, "stub: invalid request"))
+            return _Reply("400", 400, error_body(api, 400, "stub: invalid request"))
         if fault == "401":
             key = request.headers.get("x-api-key") or request.headers.get("authorization", "")
             key = key.removeprefix("Bearer ").strip()
             message = f"stub: Incorrect API key provided: {key}"
-            return "401", await _send(writer, 401, error_body(api, 401, message))
+            return _Reply("401", 401, error_body(api, 401, message))
 
         prompt = prompt_of(body)
         kind = request_kind(body, prompt)
         # Answers are seeded by the prompt, not by arrival order: concurrent runs agree.
         seed = hashlib.sha256(f"{config.seed}|{model}|{prompt}".encode()).digest()
         rng = random.Random(seed)
+        if fault == "malformed":
+            step = "broken"
         try:
             answer = make_answer(step or rule.answer, kind, prompt, rng)
         except ValueError as error:
-            return "400", await _send(writer, 400, error_body(api, 400, str(error)))
+            return _Reply("400", 400, error_body(api, 400, str(error)))
         build = anthropic_message if api == "anthropic" else openai_completion
-        return "ok", await _send(writer, 200, build(body, answer, rule, prompt, number))
+        return _Reply("ok", 200, build(body, answer, rule, prompt, number))
 
     def _random_fault(self) -> str | None:
         config = self.config
@@ -643,6 +661,7 @@ class StubServer:
             ("500", config.fault_500),
             ("hang", config.fault_hang),
             ("drop", config.fault_drop),
+            ("malformed", config.malformed),
         ):
             if draw < rate:
                 return fault
@@ -800,6 +819,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-500", type=float, default=0.0, help="rate of 500 answers")
     parser.add_argument("--fault-hang", type=float, default=0.0, help="rate of hung requests")
     parser.add_argument("--fault-drop", type=float, default=0.0, help="rate of dropped sockets")
+    parser.add_argument("--malformed", type=float, default=0.0, help="rate of broken JSON")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds")
     parser.add_argument("--hang-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -811,6 +831,7 @@ def main(argv: list[str] | None = None) -> None:
         fault_500=args.fault_500,
         fault_hang=args.fault_hang,
         fault_drop=args.fault_drop,
+        malformed=args.malformed,
         retry_after=args.retry_after,
         hang_seconds=args.hang_seconds,
         seed=args.seed,

@@ -65,8 +65,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             attempts INTEGER NOT NULL,
             cache_key VARCHAR,
             cached BOOLEAN NOT NULL,
-            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
-            PRIMARY KEY (run_id, item_id, judge_id)
+            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+            -- One row per (run, item, judge) is kept by the flow (resume skips stored pairs),
+            -- not by a primary key: the key's index halves bulk-insert speed.
         );
         CREATE TABLE judgment_spans (
             run_id VARCHAR NOT NULL,
@@ -76,10 +77,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             char_start INTEGER,               -- NULL when the span could not be anchored
             char_end INTEGER,
             text VARCHAR NOT NULL,
-            match_kind VARCHAR NOT NULL,      -- exact | repeat | normalized | fuzzy | unmatched | detector
+            match_kind VARCHAR NOT NULL,      -- exact|repeat|normalized|fuzzy|unmatched|detector
             requested VARCHAR,
-            similarity DOUBLE,
-            PRIMARY KEY (run_id, item_id, judge_id, span_index)
+            similarity DOUBLE
         );
         CREATE TABLE consensus (
             run_id VARCHAR NOT NULL,
@@ -107,7 +107,39 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             min_votes INTEGER NOT NULL,
             PRIMARY KEY (run_id, item_id, span_index)
         );
-        CREATE INDEX judgments_cache_key ON judgments (cache_key);
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE comparisons (
+            comparison_id VARCHAR PRIMARY KEY,
+            run_id VARCHAR NOT NULL,          -- the run compared
+            baseline_run_id VARCHAR NOT NULL, -- what it was compared with
+            created_at TIMESTAMPTZ NOT NULL,
+            n_paired INTEGER NOT NULL,        -- items scored by both runs
+            mean_delta DOUBLE,                -- mean paired consensus score change
+            median_delta DOUBLE,
+            ci_low DOUBLE,                    -- 95% bootstrap interval of mean_delta
+            ci_high DOUBLE,
+            wilcoxon_statistic DOUBLE,
+            p_value DOUBLE,
+            flips_to_hallucinated INTEGER NOT NULL,
+            flips_to_clean INTEGER NOT NULL,
+            agreement_before DOUBLE,          -- Krippendorff interval alpha
+            agreement_after DOUBLE,
+            regressed BOOLEAN NOT NULL,
+            message VARCHAR NOT NULL,
+            thresholds JSON NOT NULL,
+            flipped_items JSON                -- {to_hallucinated: [...], to_clean: [...]}
+        );
+        CREATE TABLE comparison_judges (
+            comparison_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            drift DOUBLE,                     -- mean paired score change of this judge
+            n_paired INTEGER NOT NULL,
+            PRIMARY KEY (comparison_id, judge_id)
+        );
         """,
     ),
 )
@@ -122,4 +154,6 @@ TABLES = (
     "judgment_spans",
     "consensus",
     "consensus_spans",
+    "comparisons",
+    "comparison_judges",
 )

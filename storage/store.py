@@ -196,6 +196,15 @@ class Store:
                 [[run_id, e.row_number, e.item_id, e.error] for e in errors],
             )
 
+    def row_errors(self, run_id: str, limit: int = 20) -> list[RowError]:
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT row_number, item_id, error FROM row_errors WHERE run_id = ? "
+                "ORDER BY row_number LIMIT ?",
+                [run_id, limit],
+            ).fetchall()
+        return [RowError(int(n), item_id, error) for n, item_id, error in rows]
+
     def load_items(self, run_id: str) -> list[Item]:
         with self.read() as con:
             rows = con.execute(
@@ -236,6 +245,11 @@ class Store:
                 "SELECT item_id, judge_id FROM judgments WHERE run_id = ?", [run_id]
             ).fetchall()
         return {(str(a), str(b)) for a, b in rows}
+
+    def item_ids(self, run_id: str) -> set[str]:
+        with self.read() as con:
+            rows = con.execute("SELECT item_id FROM items WHERE run_id = ?", [run_id]).fetchall()
+        return {str(r[0]) for r in rows}
 
     def consensus_item_ids(self, run_id: str) -> set[str]:
         with self.read() as con:

@@ -1,0 +1,519 @@
+"""Agreement, disagreement and accuracy of a run: wiring between the store and the maths.
+
+No statistics here (they are in :mod:`judges.agreement` and :mod:`judges.gold`) and no SQL
+(it is in :mod:`storage.analysis`). The results are frozen pydantic models, so the CLI,
+the HTML report and Prefect artifacts can all use them: ``report.model_dump(mode="json")``
+is plain JSON.
+
+An undefined statistic is never a bare NaN: it is a :class:`Stat` with ``value=None`` and
+a ``note`` saying why (``"all ratings identical"``, ``"one judge: nothing to compare"``…).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from judges import agreement as ag
+from judges import gold as gd
+from storage import analysis as sa
+from storage.store import Store
+
+__all__ = [
+    "Accuracy",
+    "AgreementReport",
+    "DisputedItem",
+    "GroupAgreement",
+    "JudgeAnswer",
+    "JudgeSummary",
+    "PairAgreement",
+    "Scores",
+    "SpanOut",
+    "Stat",
+    "agreement_report",
+    "disagreements",
+]
+
+NO_PROMPT = "(no prompt)"
+"""The prompt group of judges that render no prompt (offline detectors)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Stat(_Frozen):
+    """One statistic: its value, what it rests on, and why it is undefined when it is."""
+
+    value: float | None
+    n: int = 0
+    """Items (for a pair or group: items compared) the value rests on."""
+    note: str | None = None
+
+    @property
+    def defined(self) -> bool:
+        return self.value is not None
+
+    def show(self, digits: int = 3) -> str:
+        if self.value is None:
+            return f"n/a ({self.note})" if self.note else "n/a"
+        return f"{self.value:.{digits}f}"
+
+
+def _stat(value: float, n: int, why: str) -> Stat:
+    if math.isnan(value):
+        return Stat(value=None, n=n, note=why)
+    return Stat(value=float(value), n=n)
+
+
+def _na(why: str, n: int = 0) -> Stat:
+    return Stat(value=None, n=n, note=why)
+
+
+def _matrix(m: np.ndarray) -> list[list[float | None]]:
+    return [[None if math.isnan(v) else float(v) for v in row] for row in m.tolist()]
+
+
+class PairAgreement(_Frozen):
+    judge_a: str
+    judge_b: str
+    n_items: int
+    """Items both judges scored."""
+    verdict_agreement: Stat
+    cohen_kappa: Stat
+    n_span_items: int
+    """Items both judges answered with spans."""
+    span_f1: Stat
+    """Micro character F1 between the two span sets over those items."""
+
+
+class GroupAgreement(_Frozen):
+    """Agreement among a group of judges: the whole panel, or the judges of one prompt."""
+
+    name: str
+    prompt: str | None
+    judges: list[str]
+    alpha_interval: Stat
+    alpha_ordinal: Stat
+    fleiss_kappa: Stat
+    percent_agreement: Stat
+    mean_cohen_kappa: Stat
+    mean_span_f1: Stat
+    pairs: list[PairAgreement]
+    cohen_kappa_matrix: list[list[float | None]]
+    span_f1_matrix: list[list[float | None]]
+    error_correlation: list[list[float | None]] | None = None
+    """Pearson correlation of (score - gold) between judges; None without human labels."""
+    effective_panel_size: Stat | None = None
+
+
+class JudgeSummary(_Frozen):
+    judge_id: str
+    output_kind: str
+    prompt: str | None
+    n_items: int
+    n_scored: int
+    mean_score: float | None
+    flag_rate: float | None
+    bias: Stat
+    """Mean (score - consensus median); positive = harsher than the panel."""
+    consensus_verdict_agreement: Stat
+    consensus_span_f1: Stat
+
+
+class Scores(_Frozen):
+    """Precision, recall and F1 with their counts (items, or characters for spans)."""
+
+    precision: float
+    recall: float
+    f1: float
+    tp: int
+    fp: int
+    fn: int
+
+    @classmethod
+    def of(cls, prf: gd.PRF) -> Scores:
+        return cls(
+            precision=prf.precision,
+            recall=prf.recall,
+            f1=prf.f1,
+            tp=prf.tp,
+            fp=prf.fp,
+            fn=prf.fn,
+        )
+
+
+class Accuracy(_Frozen):
+    """A judge, or the consensus (``predictor == "consensus"``), against the human labels."""
+
+    predictor: str
+    n_items: int
+    response: Scores | None
+    """None when the predictor answered no item that has a human verdict."""
+    n_span_items: int
+    spans: Scores | None
+    """Character-level, micro over the data set; None without span answers or span labels."""
+
+
+class AgreementReport(_Frozen):
+    run_id: str
+    status: str
+    dataset: str | None
+    panel_name: str
+    n_items: int
+    judges: list[str]
+    groups: list[GroupAgreement]
+    """The whole panel first, then one group per prompt when the run mixes prompts."""
+    judge_summaries: list[JudgeSummary]
+    has_gold: bool
+    accuracy: list[Accuracy]
+    notes: list[str]
+
+
+# -- computing ------------------------------------------------------------------------
+
+
+def _alpha(scores: np.ndarray, level: ag.Level, n_active: int) -> Stat:
+    present = ~np.isnan(scores)
+    pairable = int((present.sum(axis=0) >= 2).sum())
+    if n_active < 2:
+        return _na("fewer than two judges scored anything")
+    if pairable == 0:
+        return _na("no item has two ratings")
+    return _stat(ag.krippendorff_alpha(scores, level), pairable, "all ratings identical")
+
+
+def _fleiss(verdicts: np.ndarray, n_active: int) -> Stat:
+    if n_active < 2:
+        return _na("fewer than two judges scored anything")
+    table = ag.verdict_table(verdicts)
+    if table.shape[0] == 0:
+        return _na("no item was scored by every judge")
+    return _stat(ag.fleiss_kappa(table), int(table.shape[0]), "all verdicts identical")
+
+
+def _mean(stats: Sequence[Stat], why: str) -> Stat:
+    values = [s.value for s in stats if s.value is not None]
+    if not values:
+        return _na(why)
+    return Stat(value=float(np.mean(values)), n=len(values))
+
+
+def _group(
+    data: sa.RunData, name: str, prompt: str | None, rows: list[int], gold: bool
+) -> GroupAgreement:
+    judges = [data.judge_ids[j] for j in rows]
+    scores = data.scores[rows]
+    verdicts = ag.verdicts_from_scores(scores)
+    active = ~np.isnan(scores).all(axis=1)
+    n_active = int(active.sum())
+    spans = [data.spans[j] for j in rows]
+    kappa = ag.pairwise_cohen_kappa(verdicts) if rows else np.zeros((0, 0))
+    span_f1 = ag.pairwise_span_f1(spans) if rows else np.zeros((0, 0))
+    present = ~np.isnan(scores)
+
+    pairs: list[PairAgreement] = []
+    for a in range(len(rows)):
+        for b in range(a + 1, len(rows)):
+            shared = int((present[a] & present[b]).sum())
+            n_span = sum(
+                x is not None and y is not None for x, y in zip(spans[a], spans[b], strict=True)
+            )
+            if shared:
+                pa = ag.percent_agreement(verdicts[[a, b]][:, present[a] & present[b]])
+                agree = _stat(pa, shared, "no item scored by both")
+            else:
+                agree = _na("no item scored by both")
+            pairs.append(
+                PairAgreement(
+                    judge_a=judges[a],
+                    judge_b=judges[b],
+                    n_items=shared,
+                    verdict_agreement=agree,
+                    cohen_kappa=_stat(
+                        kappa[a, b],
+                        shared,
+                        "no item scored by both"
+                        if not shared
+                        else "both gave one and the same verdict throughout",
+                    ),
+                    n_span_items=n_span,
+                    span_f1=_stat(
+                        span_f1[a, b],
+                        n_span,
+                        "no item both answered with spans"
+                        if not n_span
+                        else "neither flagged a character",
+                    ),
+                )
+            )
+
+    one = len(rows) < 2
+    pair_note = "one judge: pairwise metrics n/a" if one else None
+    n_pairable = int((present.sum(axis=0) >= 2).sum())
+    if one:
+        pa_stat = _na("one judge: nothing to compare")
+    elif n_pairable == 0:
+        pa_stat = _na("no item has two verdicts")
+    else:
+        pa_stat = _stat(ag.percent_agreement(verdicts), n_pairable, "no item has two verdicts")
+
+    corr: list[list[float | None]] | None = None
+    n_eff: Stat | None = None
+    if gold and not one:
+        g = data.gold_hallucinated
+        matrix = ag.error_correlation(scores, g)
+        usable = int((~np.isnan(g) & ~np.isnan(scores[active]).any(axis=0)).sum())
+        corr = _matrix(matrix)
+        n_eff = _stat(
+            ag.effective_panel_size(matrix),
+            usable,
+            "no two judges with varying errors on the items all of them scored",
+        )
+
+    return GroupAgreement(
+        name=name,
+        prompt=prompt,
+        judges=judges,
+        alpha_interval=_na("one judge: nothing to compare")
+        if one
+        else _alpha(scores, "interval", n_active),
+        alpha_ordinal=_na("one judge: nothing to compare")
+        if one
+        else _alpha(scores, "ordinal", n_active),
+        fleiss_kappa=_na("one judge: nothing to compare") if one else _fleiss(verdicts, n_active),
+        percent_agreement=pa_stat,
+        mean_cohen_kappa=_mean([p.cohen_kappa for p in pairs], pair_note or "no pair defined"),
+        mean_span_f1=_mean([p.span_f1 for p in pairs], pair_note or "no pair defined"),
+        pairs=pairs,
+        cohen_kappa_matrix=_matrix(kappa),
+        span_f1_matrix=_matrix(span_f1),
+        error_correlation=corr,
+        effective_panel_size=n_eff,
+    )
+
+
+def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
+    judge_id = data.judge_ids[j]
+    s = data.scores[j]
+    scored = ~np.isnan(s)
+    n_scored = int(scored.sum())
+    verdicts = ag.verdicts_from_scores(s)
+    if n_scored == 0:
+        none = "no scored item"
+        bias, agree = _na(none), _na(none)
+    else:
+        both = scored & ~np.isnan(data.consensus_median)
+        bias = _stat(
+            float(ag.judge_bias(s[None, :], data.consensus_median)[0]),
+            int(both.sum()),
+            "no consensus on the items it scored",
+        )
+        vs = scored & ~np.isnan(data.consensus_verdict)
+        agree = (
+            Stat(
+                value=float((verdicts[vs] == data.consensus_verdict[vs]).mean()), n=int(vs.sum())
+            )
+            if vs.any()
+            else _na("no consensus on the items it scored")
+        )
+    span_items = sum(
+        a is not None and b is not None
+        for a, b in zip(data.spans[j], data.consensus_spans, strict=True)
+    )
+    if span_items:
+        f1 = ag.pairwise_span_f1([data.spans[j], data.consensus_spans])[0, 1]
+        span = _stat(float(f1), span_items, "neither flagged a character")
+    elif data.output_kinds[judge_id] != "spans":
+        span = _na("score-only judge")
+    else:
+        span = _na("no item with a span answer and a span consensus")
+    return JudgeSummary(
+        judge_id=judge_id,
+        output_kind=data.output_kinds[judge_id],
+        prompt=data.prompts[judge_id],
+        n_items=len(data.item_ids),
+        n_scored=n_scored,
+        mean_score=float(np.nanmean(s)) if n_scored else None,
+        flag_rate=float(np.nanmean(verdicts)) if n_scored else None,
+        bias=bias,
+        consensus_verdict_agreement=agree,
+        consensus_span_f1=span,
+    )
+
+
+def _accuracy(
+    data: sa.RunData, name: str, verdict: np.ndarray, spans: Sequence[sa.Spans | None]
+) -> Accuracy:
+    gold = data.gold_hallucinated
+    usable = ~np.isnan(verdict) & ~np.isnan(gold)
+    response = (
+        Scores.of(gd.response_prf(verdict[usable] > 0.5, gold[usable] > 0.5))
+        if usable.any()
+        else None
+    )
+    pred_spans: list[sa.Spans] = []
+    gold_spans: list[sa.Spans] = []
+    for p, g in zip(spans, data.gold_spans, strict=True):
+        if p is not None and g is not None:
+            pred_spans.append(p)
+            gold_spans.append(g)
+    return Accuracy(
+        predictor=name,
+        n_items=int(usable.sum()),
+        response=response,
+        n_span_items=len(pred_spans),
+        spans=Scores.of(gd.span_prf(pred_spans, gold_spans)) if pred_spans else None,
+    )
+
+
+def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport:
+    """Every agreement and accuracy figure of a run (the latest run when ``run_id`` is None)."""
+    data = sa.load_run_data(store, run_id)
+    notes: list[str] = []
+    n_judges = len(data.judge_ids)
+    if n_judges == 0:
+        notes.append("the run has no judgments yet")
+    elif n_judges == 1:
+        notes.append("one judge: pairwise metrics n/a")
+    for j, judge_id in enumerate(data.judge_ids):
+        if np.isnan(data.scores[j]).all():
+            notes.append(f"judge {judge_id!r} scored no item: left out of every statistic")
+    gold = data.has_gold
+    if not gold:
+        notes.append("no human labels in this run: accuracy against gold omitted")
+    elif not data.has_gold_spans:
+        notes.append("no human span labels in this run: span accuracy omitted")
+
+    everyone = list(range(n_judges))
+    groups = [_group(data, "all judges", None, everyone, gold)]
+    by_prompt: dict[str, list[int]] = {}
+    for j, judge_id in enumerate(data.judge_ids):
+        by_prompt.setdefault(data.prompts[judge_id] or NO_PROMPT, []).append(j)
+    if len(by_prompt) > 1:
+        for prompt, rows in by_prompt.items():
+            label = "no prompt (offline detectors)" if prompt == NO_PROMPT else f"prompt {prompt}"
+            groups.append(
+                _group(data, label, None if prompt == NO_PROMPT else prompt, rows, gold)
+            )
+
+    accuracy: list[Accuracy] = []
+    if gold:
+        for j, judge_id in enumerate(data.judge_ids):
+            verdicts = ag.verdicts_from_scores(data.scores[j])
+            accuracy.append(_accuracy(data, judge_id, verdicts, data.spans[j]))
+        accuracy.append(
+            _accuracy(data, "consensus", data.consensus_verdict, data.consensus_spans)
+        )
+
+    return AgreementReport(
+        run_id=data.info.run_id,
+        status=data.info.status,
+        dataset=data.info.dataset,
+        panel_name=data.info.panel_name,
+        n_items=len(data.item_ids),
+        judges=data.judge_ids,
+        groups=groups,
+        judge_summaries=[_judge_summary(data, j) for j in range(n_judges)],
+        has_gold=gold,
+        accuracy=accuracy,
+        notes=notes,
+    )
+
+
+# -- disputed items -------------------------------------------------------------------
+
+
+class SpanOut(_Frozen):
+    start: int | None
+    end: int | None
+    text: str
+    match: str | None = None
+    votes: int | None = None
+
+
+class JudgeAnswer(_Frozen):
+    judge_id: str
+    output_kind: str
+    score: float | None
+    verdict: bool | None
+    unscored_reason: str | None
+    spans: list[SpanOut]
+
+
+class DisputedItem(_Frozen):
+    """One item of ``juryflow disagreements``: the measures, each judge, consensus, gold."""
+
+    rank: int
+    item_id: str
+    disagreement: float | None
+    score_spread: float | None
+    score_stddev: float | None
+    verdict_split: float | None
+    split_verdict: bool
+    n_hallucinated_verdicts: int
+    n_clean_verdicts: int
+    span_disagreement: float | None
+    judges: list[JudgeAnswer]
+    consensus_status: str | None
+    consensus_score: float | None
+    consensus_hallucinated: bool | None
+    consensus_spans: list[SpanOut]
+    gold_hallucinated: bool | None
+    gold_spans: list[SpanOut] | None
+    text: str
+    """The judged text (the ``response``, else ``output`` variable) the offsets point into."""
+
+
+def disagreements(store: Store, run_id: str | None = None, top: int = 10) -> list[DisputedItem]:
+    """The ``top`` most disputed items of a run, ranked by the ``item_disagreement`` view."""
+    rid = sa.resolve_run(store, run_id).run_id
+    ranked = sa.top_disagreements(store, rid, top)
+    details = sa.item_details(store, rid, [str(r["item_id"]) for r in ranked])
+    out: list[DisputedItem] = []
+    for row in ranked:
+        detail = details[str(row["item_id"])]
+        text = detail.text
+        out.append(
+            DisputedItem(
+                rank=int(row["disagreement_rank"]),
+                item_id=str(row["item_id"]),
+                disagreement=row["disagreement"],
+                score_spread=row["score_spread"],
+                score_stddev=row["score_stddev"],
+                verdict_split=row["verdict_split"],
+                split_verdict=bool(row["split_verdict"]),
+                n_hallucinated_verdicts=int(row["n_hallucinated_verdicts"]),
+                n_clean_verdicts=int(row["n_clean_verdicts"]),
+                span_disagreement=row["span_disagreement"],
+                judges=[
+                    JudgeAnswer(
+                        judge_id=j["judge_id"],
+                        output_kind=j["output_kind"],
+                        score=j["score"],
+                        verdict=j["verdict"],
+                        unscored_reason=j["unscored_reason"],
+                        spans=[
+                            SpanOut(start=s, end=e, text=t, match=m) for s, e, t, m in j["spans"]
+                        ],
+                    )
+                    for j in detail.judgments
+                ],
+                consensus_status=row["consensus_status"],
+                consensus_score=row["consensus_score"],
+                consensus_hallucinated=row["consensus_hallucinated"],
+                consensus_spans=[
+                    SpanOut(start=s, end=e, text=t, votes=v)
+                    for s, e, t, v in detail.consensus_spans
+                ],
+                gold_hallucinated=detail.gold_hallucinated,
+                gold_spans=None
+                if detail.gold_spans is None
+                else [SpanOut(start=s, end=e, text=text[s:e]) for s, e in detail.gold_spans],
+                text=text,
+            )
+        )
+    return out

@@ -1,0 +1,179 @@
+"""Prefect artifacts for every run: a markdown summary and a per-judge table in Prefect's UI.
+
+Artifacts are a view of what is already in DuckDB; creating them must never fail a run, so
+every error here is logged as a warning and swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from typing import Any
+
+from storage.comparisons import latest_comparison
+from storage.store import Store
+
+_log = logging.getLogger("juryflow.artifacts")
+
+
+def _logger() -> Any:
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger()
+    except Exception:
+        return _log
+
+
+def artifact_key(kind: str, suite: str) -> str:
+    """Prefect keys allow lowercase letters, digits and dashes only.
+
+    >>> artifact_key("run-summary", "RAGTruth sample:offline_default")
+    'juryflow-run-summary-ragtruth-sample-offline-default'
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", suite.lower()).strip("-")[:60].strip("-")
+    return f"juryflow-{kind}-{slug}" if slug else f"juryflow-{kind}"
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _md(text: Any) -> str:
+    """Markdown table cells: no pipes or newlines from the data."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def judge_stats(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Per judge: judgments, scored, unscored, mean score, hallucinated share, mean |score - median|."""
+    columns, rows = store.query(
+        "SELECT j.judge_id, any_value(j.provider) AS provider, any_value(j.model) AS model, "
+        "count(*) AS judgments, count(j.score) AS scored, count(*) - count(j.score) AS unscored, "
+        "avg(j.score) AS mean_score, avg(j.verdict::INTEGER) AS hallucinated_share, "
+        "avg(abs(j.score - c.score_median)) AS mean_abs_diff_from_consensus, "
+        "sum(j.cost_usd) AS cost_usd "
+        "FROM judgments j LEFT JOIN consensus c USING (run_id, item_id) "
+        "WHERE j.run_id = ? GROUP BY j.judge_id ORDER BY j.judge_id",
+        [run_id],
+    )
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def run_markdown(store: Store, run_id: str) -> str:
+    run = store.get_run(run_id)
+    summary = store.run_summary(run_id)
+    lines = [f"# juryflow run `{run_id}`", ""]
+    if run is not None:
+        lines += [
+            f"- **kind**: {_md(run.kind)}  **status**: {_md(run.status)}",
+            f"- **suite**: {_md(run.suite)}",
+            f"- **panel**: {_md(run.panel_name)} ({run.n_judges} judges, quorum {run.quorum})",
+            f"- **dataset**: {_md(run.dataset)}",
+        ]
+        if run.parent_run_id:
+            lines.append(f"- **re-aggregated from**: `{_md(run.parent_run_id)}`")
+    rate = summary.get("hallucination_rate")
+    lines += [
+        f"- **items**: {summary['items']} ({summary['insufficient']} below quorum, "
+        f"{summary['rejected_rows']} rows rejected)",
+        f"- **hallucinated (consensus)**: {_fmt(rate * 100 if rate is not None else None)} %",
+        f"- **judgments**: {summary['judgments']} ({summary['unscored']} unscored, "
+        f"{summary['cache_hits']} from cache)",
+        f"- **mean spread between judges**: {_fmt(summary['mean_spread'])}",
+        f"- **cost**: ${summary['cost_usd'] or 0:.4f}",
+        "",
+        "| judge | scored | unscored | mean score | hallucinated | mean abs diff vs consensus |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in judge_stats(store, run_id):
+        lines.append(
+            f"| {_md(row['judge_id'])} | {row['scored']} | {row['unscored']} | "
+            f"{_fmt(row['mean_score'])} | {_fmt(row['hallucinated_share'])} | "
+            f"{_fmt(row['mean_abs_diff_from_consensus'])} |"
+        )
+    comparison = latest_comparison(store, run_id)
+    if comparison is not None:
+        lines += ["", *comparison_markdown(comparison)]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> list[str]:
+    verdict = "**REGRESSED**" if comparison["regressed"] else "passed"
+    lines = [
+        f"## Regression check vs `{_md(comparison['baseline_run_id'])}`: {verdict}",
+        "",
+        f"{_md(comparison['message'])}",
+        "",
+        f"- paired items: {comparison['n_paired']}",
+        f"- mean consensus change: {_fmt(comparison['mean_delta'])} "
+        f"(95% CI {_fmt(comparison['ci_low'])} to {_fmt(comparison['ci_high'])}; "
+        f"Wilcoxon p={_fmt(comparison['p_value'])})",
+        f"- verdict flips: {comparison['flips_to_hallucinated']} to hallucinated, "
+        f"{comparison['flips_to_clean']} to clean",
+        f"- agreement (alpha): {_fmt(comparison['agreement_before'])} → "
+        f"{_fmt(comparison['agreement_after'])}",
+        "",
+        "| judge | drift | paired |",
+        "|---|---:|---:|",
+    ]
+    for judge in comparison["judges"]:
+        lines.append(f"| {_md(judge['judge_id'])} | {_fmt(judge['drift'])} | {judge['n_paired']} |")
+    return lines
+
+
+async def publish_run_artifacts(store: Store, run_id: str) -> bool:
+    """Create the run's markdown and table artifacts; False (and a warning) if that failed."""
+    try:
+        from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+
+        run = store.get_run(run_id)
+        suite = run.suite if run else run_id
+        await acreate_markdown_artifact(
+            markdown=run_markdown(store, run_id),
+            key=artifact_key("run-summary", suite),
+            description=f"juryflow run {run_id}",
+        )
+        table = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in judge_stats(store, run_id)
+        ]
+        await acreate_table_artifact(
+            table=table,
+            key=artifact_key("judges", suite),
+            description=f"per-judge statistics of juryflow run {run_id}",
+        )
+    except Exception as error:
+        _logger().warning("could not create the Prefect artifacts of run %s: %s", run_id, error)
+        return False
+    return True
+
+
+async def publish_comparison_artifacts(store: Store, run_id: str) -> bool:
+    """The regression comparison of ``run_id`` as markdown and a per-judge drift table."""
+    try:
+        from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+
+        comparison = latest_comparison(store, run_id)
+        if comparison is None:
+            return False
+        run = store.get_run(run_id)
+        suite = run.suite if run else run_id
+        await acreate_markdown_artifact(
+            markdown="\n".join(comparison_markdown(comparison)) + "\n",
+            key=artifact_key("regression", suite),
+            description=f"juryflow run {run_id} vs {comparison['baseline_run_id']}",
+        )
+        await acreate_table_artifact(
+            table=comparison["judges"],
+            key=artifact_key("drift", suite),
+            description=f"per-judge drift of run {run_id} vs {comparison['baseline_run_id']}",
+        )
+    except Exception as error:
+        _logger().warning("could not create the regression artifacts of run %s: %s", run_id, error)
+        return False
+    return True

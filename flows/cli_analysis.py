@@ -1,0 +1,357 @@
+"""`juryflow agreement` and `juryflow disagreements`: the agreement report in a terminal.
+
+Registered on the main app by :func:`register` (``flows/cli.py``); the numbers come from
+:mod:`flows.analysis`, this module only lays them out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from flows.analysis import (
+    AgreementReport,
+    DisputedItem,
+    GroupAgreement,
+    SpanOut,
+    Stat,
+    agreement_report,
+    disagreements,
+)
+
+console = Console()
+err = Console(stderr=True)
+
+T = TypeVar("T")
+
+RunArgument = Annotated[
+    str | None, typer.Argument(help="Run id (default: the latest run in the store).")
+]
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
+]
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+
+SPAN_TEXT_CHARS = 60
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+def _load(fn: Callable[[], T]) -> T:
+    from storage.analysis import RunNotFound
+    from storage.connection import StoreError
+
+    try:
+        return fn()
+    except (RunNotFound, StoreError) as error:
+        _fail(str(error.args[0] if error.args else error))
+        raise  # unreachable: _fail raises
+    except Exception as error:  # DuckDB's own message says what is wrong
+        _fail(f"{type(error).__name__}: {error}")
+        raise
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def _stat(stat: Stat | None) -> str:
+    return "—" if stat is None else stat.show()
+
+
+def _print_json(payload: Any) -> None:
+    console.file.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+# -- agreement ------------------------------------------------------------------------
+
+_GROUP_METRICS: tuple[tuple[str, str], ...] = (
+    ("Krippendorff α, interval (scores)", "alpha_interval"),
+    ("Krippendorff α, ordinal (scores)", "alpha_ordinal"),
+    ("Fleiss κ (verdicts)", "fleiss_kappa"),
+    ("percent agreement (verdicts)", "percent_agreement"),
+    ("mean pairwise Cohen κ", "mean_cohen_kappa"),
+    ("mean pairwise span F1 (chars)", "mean_span_f1"),
+    ("effective panel size (errors vs gold)", "effective_panel_size"),
+)
+
+
+def _group_table(groups: list[GroupAgreement], has_gold: bool) -> Table:
+    table = Table(title="Agreement", title_justify="left")
+    table.add_column("metric")
+    for group in groups:
+        table.add_column(f"{group.name} ({len(group.judges)})", overflow="fold")
+        table.add_column("n", justify="right", style="dim")
+    for label, field in _GROUP_METRICS:
+        if field == "effective_panel_size" and not has_gold:
+            continue
+        cells: list[str] = [label]
+        for group in groups:
+            stat: Stat | None = getattr(group, field)
+            cells += [_stat(stat), str(stat.n) if stat is not None and stat.n else ""]
+        table.add_row(*cells)
+    return table
+
+
+def _pairs_table(group: GroupAgreement) -> Table:
+    table = Table(title="Judge pairs", title_justify="left")
+    for name, justify in (
+        ("judge A", "left"),
+        ("judge B", "left"),
+        ("items", "right"),
+        ("verdict agreement", "right"),
+        ("Cohen κ", "right"),
+        ("span items", "right"),
+        ("span F1", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for p in group.pairs:
+        table.add_row(
+            p.judge_a,
+            p.judge_b,
+            str(p.n_items),
+            _stat(p.verdict_agreement),
+            _stat(p.cohen_kappa),
+            str(p.n_span_items),
+            _stat(p.span_f1),
+        )
+    return table
+
+
+def _judges_table(report: AgreementReport) -> Table:
+    table = Table(title="Judges against the panel", title_justify="left")
+    for name, justify in (
+        ("judge", "left"),
+        ("prompt", "left"),
+        ("scored", "right"),
+        ("mean score", "right"),
+        ("flag rate", "right"),
+        ("bias vs median", "right"),
+        ("verdict = consensus", "right"),
+        ("span F1 vs consensus", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for j in report.judge_summaries:
+        table.add_row(
+            j.judge_id,
+            j.prompt or ("—" if j.output_kind else ""),
+            f"{j.n_scored}/{j.n_items}",
+            _num(j.mean_score),
+            _pct(j.flag_rate),
+            j.bias.show() if j.bias.value is None else f"{j.bias.value:+.3f}",
+            _stat(j.consensus_verdict_agreement),
+            _stat(j.consensus_span_f1),
+        )
+    return table
+
+
+def _error_table(group: GroupAgreement) -> Table | None:
+    if group.error_correlation is None:
+        return None
+    table = Table(title="Error correlation (score − gold)", title_justify="left")
+    table.add_column("")
+    for judge in group.judges:
+        table.add_column(judge, justify="right")
+    for judge, row in zip(group.judges, group.error_correlation, strict=True):
+        table.add_row(judge, *(_num(v, 2) for v in row))
+    return table
+
+
+def _accuracy_table(report: AgreementReport) -> Table:
+    table = Table(title="Against the human labels", title_justify="left")
+    for name in (
+        "predictor",
+        "items",
+        "precision",
+        "recall",
+        "F1",
+        "span items",
+        "span P",
+        "span R",
+        "span F1",
+    ):
+        table.add_column(name, justify="left" if name == "predictor" else "right")
+    for a in report.accuracy:
+        r, s = a.response, a.spans
+        table.add_row(
+            Text(a.predictor, style="bold" if a.predictor == "consensus" else ""),
+            str(a.n_items),
+            _num(r.precision if r else None),
+            _num(r.recall if r else None),
+            _num(r.f1 if r else None),
+            str(a.n_span_items),
+            _num(s.precision if s else None),
+            _num(s.recall if s else None),
+            _num(s.f1 if s else None),
+        )
+    return table
+
+
+def print_agreement(report: AgreementReport) -> None:
+    console.print(
+        f"[bold]run[/] {report.run_id} · panel {report.panel_name} · "
+        f"{report.n_items} items · {len(report.judges)} judges ({', '.join(report.judges)})"
+        + ("" if report.status == "completed" else f" · status {report.status}"),
+        soft_wrap=True,
+    )
+    console.print(_group_table(report.groups, report.has_gold))
+    everyone = report.groups[0]
+    if everyone.pairs:
+        console.print(_pairs_table(everyone))
+    if report.judge_summaries:
+        console.print(_judges_table(report))
+    errors = _error_table(everyone)
+    if errors is not None:
+        console.print(errors)
+    if report.accuracy:
+        console.print(_accuracy_table(report))
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
+
+
+def agreement(
+    run: RunArgument = None,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+) -> None:
+    """Agreement between the judges of a run, their bias, and accuracy against human labels."""
+    from storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    report = _load(lambda: agreement_report(Store(db), run))
+    if format_ == "json":
+        _print_json(report.model_dump(mode="json"))
+        return
+    print_agreement(report)
+
+
+# -- disagreements --------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int = SPAN_TEXT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _spans_cell(spans: list[SpanOut] | None, none: str = "—") -> Text:
+    if spans is None:
+        return Text(none, style="dim")
+    if not spans:
+        return Text("(none)", style="dim")
+    cell = Text()
+    for k, s in enumerate(spans):
+        if k:
+            cell.append("\n")
+        cell.append(f"«{_clip(s.text)}»")
+        where = "unanchored" if s.start is None else f"{s.start}–{s.end}"
+        extra = f", {s.votes} votes" if s.votes is not None else ""
+        cell.append(f" {where}{extra}", style="dim")
+    return cell
+
+
+def _verdict(value: bool | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    return Text("hallucinated", style="red") if value else Text("clean", style="green")
+
+
+def _item_table(item: DisputedItem) -> Table:
+    measures = [
+        f"disagreement {_num(item.disagreement)}",
+        f"score spread {_num(item.score_spread, 2)}",
+        f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
+        f"span disagreement {_num(item.span_disagreement, 2)}",
+    ]
+    table = Table(
+        title=f"#{item.rank} {item.item_id}\n[dim]{' · '.join(measures)}[/]",
+        title_justify="left",
+        show_lines=True,
+    )
+    table.add_column("judge")
+    table.add_column("score", justify="right")
+    table.add_column("verdict")
+    table.add_column("spans", overflow="fold")
+    for j in item.judges:
+        if j.score is None:
+            table.add_row(
+                j.judge_id,
+                Text("unscored", style="dim"),
+                Text("—", style="dim"),
+                Text(_clip(j.unscored_reason or ""), style="dim"),
+            )
+            continue
+        spans = j.spans if j.output_kind == "spans" else None
+        table.add_row(
+            j.judge_id,
+            _num(j.score, 2),
+            _verdict(j.verdict),
+            _spans_cell(spans, "(score only)"),
+        )
+    consensus_spans: list[SpanOut] | None = item.consensus_spans
+    if item.consensus_status != "ok":
+        consensus_spans = None
+    table.add_row(
+        Text("consensus", style="bold"),
+        _num(item.consensus_score, 2),
+        _verdict(item.consensus_hallucinated)
+        if item.consensus_status == "ok"
+        else Text(item.consensus_status or "none", style="yellow"),
+        _spans_cell(consensus_spans),
+    )
+    if item.gold_hallucinated is not None or item.gold_spans is not None:
+        table.add_row(
+            Text("gold (human)", style="italic"),
+            "",
+            _verdict(item.gold_hallucinated),
+            _spans_cell(item.gold_spans, "(no span labels)"),
+        )
+    return table
+
+
+def disagreements_command(
+    run: RunArgument = None,
+    top: Annotated[int, typer.Option("--top", "-n", help="How many items to show.")] = 10,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+) -> None:
+    """The items the judges disagree on most: each judge's score and spans, and the consensus."""
+    from storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    if top < 1:
+        _fail("--top must be at least 1")
+    items = _load(lambda: disagreements(Store(db), run, top))
+    if format_ == "json":
+        _print_json([i.model_dump(mode="json") for i in items])
+        return
+    if not items:
+        console.print("no items in this run")
+        return
+    for item in items:
+        console.print(_item_table(item))
+    console.print(
+        "[dim]disagreement = mean of score spread, verdict split and span disagreement; "
+        "see the item_disagreement view ([bold]juryflow sql[/bold])[/]"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `agreement` and `disagreements` to the juryflow command line."""
+    app.command("agreement")(agreement)
+    app.command("disagreements")(disagreements_command)

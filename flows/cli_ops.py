@@ -1,0 +1,193 @@
+"""CLI commands for operations: `regression`, `reaggregate`, `report` and `serve`.
+
+Registered on the main app by :func:`register` (``flows/cli.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+console = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
+]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=code)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    from flows import output
+
+    try:
+        output.print_run_summary(console, summary)
+    except Exception:  # the summary printer expects evaluate's keys; show them plainly
+        console.print(summary)
+
+
+def regression_command(
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[str | None, typer.Option(help="Panel YAML file.")] = None,
+    db: DbOption = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name (default: dataset:panel).")] = None,
+    baseline: Annotated[
+        str, typer.Option(help="'last' (last successful run of the suite) or a run id.")
+    ] = "last",
+    quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    max_mean_increase: Annotated[
+        float, typer.Option(help="Largest allowed rise of the mean consensus score.")
+    ] = 0.05,
+    max_flips_to_hallucinated: Annotated[
+        int, typer.Option(help="Largest allowed number of clean → hallucinated flips.")
+    ] = 3,
+    max_judge_drift: Annotated[
+        float, typer.Option(help="Largest allowed |mean score change| of any judge.")
+    ] = 0.1,
+    max_agreement_drop: Annotated[
+        float, typer.Option(help="Largest allowed fall of Krippendorff's alpha.")
+    ] = 0.1,
+    p_value_alpha: Annotated[
+        float, typer.Option(help="Significance level of the paired test.")
+    ] = 0.05,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+) -> None:
+    """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
+    from flows.prefect_env import quiet_prefect_logging
+    from flows.regression import regression
+
+    quiet_prefect_logging()
+    try:
+        state = asyncio.run(
+            regression(
+                dataset=dataset,
+                panel=panel,
+                db=db,
+                suite=suite,
+                baseline=baseline,
+                quorum=quorum,
+                use_cache=not no_cache,
+                max_mean_increase=max_mean_increase,
+                max_flips_to_hallucinated=max_flips_to_hallucinated,
+                max_judge_drift=max_judge_drift,
+                max_agreement_drop=max_agreement_drop,
+                p_value_alpha=p_value_alpha,
+                return_state=True,
+            )
+        )
+    except (ValueError, RuntimeError) as error:
+        _fail(str(error))
+        return
+    if state.is_failed():
+        err.print(f"[bold red]{state.message}[/]")
+        raise typer.Exit(code=1)
+    if not state.is_completed():
+        _fail(f"the regression flow ended {state.type.value}: {state.message}")
+    result = state.result()
+    console.print(f"run {result['run_id']} (suite {result['suite']}): {result['message']}")
+
+
+def reaggregate_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run whose judgments to reuse.")],
+    quorum: Annotated[
+        int | None, typer.Option(help="Judges that must answer (default: the run's).")
+    ] = None,
+    min_votes: Annotated[
+        int | None,
+        typer.Option(help="Judges that must mark a character (default: a strict majority)."),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Recompute RUN's consensus from its stored judgments into a new run; no judge is called."""
+    from flows.prefect_env import quiet_prefect_logging
+    from flows.reaggregate import reaggregate
+
+    quiet_prefect_logging()
+    try:
+        summary = asyncio.run(reaggregate(run_id=run_id, db=db, quorum=quorum, min_votes=min_votes))
+    except (ValueError, RuntimeError) as error:
+        _fail(str(error))
+        return
+    console.print(
+        f"run {summary['run_id']} re-aggregates {summary['parent_run_id']} "
+        f"(quorum {summary['quorum']}, min votes {summary['min_votes'] or 'majority'})"
+    )
+    _print_summary(summary)
+
+
+def report_command(
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="[RUN]", help="Run id (default: the latest run).")
+    ] = None,
+    output_path: Annotated[
+        str, typer.Option("--output", "-o", help="HTML file to write.")
+    ] = "report.html",
+    top: Annotated[int, typer.Option(help="Disputed items to show.")] = 15,
+    db: DbOption = None,
+) -> None:
+    """Write a self-contained HTML report of RUN (no script, no network)."""
+    from flows.report import write_report
+    from storage.connection import StoreError
+    from storage.store import Store
+
+    store = Store(db)
+    try:
+        chosen = run_id or store.latest_run_id()
+        if chosen is None:
+            _fail(f"no run in {store.path}; run `juryflow run` first")
+            return
+        path = write_report(store, chosen, output_path, top=top)
+    except (StoreError, ValueError) as error:
+        _fail(str(error))
+        return
+    console.print(f"report of run {chosen} written to {path}")
+
+
+def serve_command(
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[str | None, typer.Option(help="Panel YAML file.")] = None,
+    db: DbOption = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name.")] = None,
+    baseline: Annotated[str, typer.Option(help="'last' or a pinned run id.")] = "last",
+    evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-nightly.")] = "0 2 * * *",
+    regression_cron: Annotated[
+        str, typer.Option(help="Cron of regression-nightly.")
+    ] = "30 2 * * *",
+    timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
+) -> None:
+    """Serve evaluate-nightly and regression-nightly from this process (needs a Prefect API)."""
+    from flows.serve import serve_nightly
+
+    console.print(
+        "serving evaluate-nightly and regression-nightly; set PREFECT_API_URL to a server "
+        "started with `prefect server start` to see them in its UI (Ctrl-C stops)"
+    )
+    serve_nightly(
+        dataset=dataset,
+        panel=panel,
+        db=db,
+        suite=suite,
+        baseline=baseline,
+        evaluate_cron=evaluate_cron,
+        regression_cron=regression_cron,
+        timezone=timezone,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("regression")(regression_command)
+    app.command("reaggregate")(reaggregate_command)
+    app.command("report")(report_command)
+    app.command("serve")(serve_command)

@@ -1,0 +1,154 @@
+"""The `regression` flow: judge the suite again, compare with a baseline run, fail if worse.
+
+1. run the panel (the `evaluate` flow, as a subflow);
+2. pick the baseline: the last successful run of the same suite (``baseline="last"``: the
+   newest completed run that no comparison found regressed) or a pinned run id;
+3. compare the two runs item by item (:mod:`judges.regression_stats`) and store the
+   comparison in DuckDB (``comparisons``, ``comparison_judges``);
+4. end the flow run **Failed** with a message naming what regressed when a threshold is
+   crossed, so that a Prefect automation on "flow run failed" can alert.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.states import Completed, Failed, State
+
+from flows.artifacts import publish_comparison_artifacts
+from flows.evaluate import evaluate
+from judges.regression_stats import Thresholds, check_thresholds, compare, regression_message
+from storage.comparisons import last_good_run, load_run_scores, save_comparison
+from storage.datasets import DEFAULT_MAX_CHARS
+from storage.store import Store
+
+
+class BaselineError(ValueError):
+    pass
+
+
+class RegressionDetected(RuntimeError):
+    """Raised by ``await regression(...)`` (without ``return_state``) when the run regressed."""
+
+
+def resolve_baseline(store: Store, baseline: str, suite: str, run_id: str) -> str | None:
+    """The baseline run id, or None when ``"last"`` finds no earlier successful run."""
+    if baseline in ("last", ""):
+        return last_good_run(store, suite, exclude_run_id=run_id)
+    record = store.get_run(baseline)
+    if record is None:
+        raise BaselineError(f"baseline {baseline!r}: no such run in {store.path}")
+    if record.status != "completed":
+        raise BaselineError(f"baseline {baseline!r} is {record.status}, not completed")
+    if baseline == run_id:
+        raise BaselineError("a run cannot be its own baseline")
+    return baseline
+
+
+def compare_runs(
+    store: Store, run_id: str, baseline_run_id: str, thresholds: Thresholds
+) -> dict[str, Any]:
+    """Compare ``run_id`` with ``baseline_run_id``, store the comparison, return its summary."""
+    before = load_run_scores(store, baseline_run_id)
+    after = load_run_scores(store, run_id)
+    comparison = compare(
+        before.consensus,
+        after.consensus,
+        before.verdicts,
+        after.verdicts,
+        before.judges,
+        after.judges,
+    )
+    problems = check_thresholds(comparison, thresholds)
+    message = regression_message(problems)
+    comparison_id = save_comparison(
+        store, run_id, baseline_run_id, comparison, thresholds, problems, message
+    )
+
+    def num(value: float) -> float | None:
+        return None if math.isnan(value) else value
+
+    return {
+        "comparison_id": comparison_id,
+        "baseline_run_id": baseline_run_id,
+        "regressed": bool(problems),
+        "problems": problems,
+        "message": message,
+        "n_paired": comparison.score.n_paired,
+        "mean_delta": num(comparison.score.mean_delta),
+        "p_value": num(comparison.score.p_value),
+        "flips_to_hallucinated": comparison.flips_to_hallucinated,
+        "flips_to_clean": comparison.flips_to_clean,
+        "judge_drift": {j.judge_id: num(j.drift) for j in comparison.judges},
+        "agreement_before": num(comparison.agreement_before),
+        "agreement_after": num(comparison.agreement_after),
+    }
+
+
+@flow(name="regression", log_prints=True)
+async def regression(
+    dataset: str | None = None,
+    panel: str | None = None,
+    db: str | None = None,
+    suite: str | None = None,
+    baseline: str = "last",
+    quorum: int | None = None,
+    chunk_size: int = 200,
+    mapping: dict[str, str] | None = None,
+    use_cache: bool = True,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    max_mean_increase: float | None = 0.05,
+    max_flips_to_hallucinated: int | None = 3,
+    max_judge_drift: float | None = 0.1,
+    max_agreement_drop: float | None = 0.1,
+    p_value_alpha: float = 0.05,
+) -> State[dict[str, Any]]:
+    """Judge DATASET with PANEL, compare with the BASELINE run; Failed when it regressed.
+
+    ``baseline`` is ``"last"`` (the newest completed run of the same suite that did not
+    regress) or a run id. Each ``max_*`` threshold can be disabled with ``None``.
+    """
+    logger = get_run_logger()
+    thresholds = Thresholds(
+        max_mean_increase=max_mean_increase,
+        max_flips_to_hallucinated=max_flips_to_hallucinated,
+        max_judge_drift=max_judge_drift,
+        max_agreement_drop=max_agreement_drop,
+        p_value_alpha=p_value_alpha,
+    )
+    store = Store(db)
+    store.migrate()
+    if baseline not in ("last", "") and store.get_run(baseline) is None:
+        # Fail before paying for a run that cannot be compared with anything.
+        raise BaselineError(f"baseline {baseline!r}: no such run in {store.path}")
+    summary: dict[str, Any] = await evaluate(
+        dataset=dataset,
+        panel=panel,
+        db=db,
+        suite=suite,
+        chunk_size=chunk_size,
+        quorum=quorum,
+        mapping=mapping,
+        use_cache=use_cache,
+        max_chars=max_chars,
+    )
+    run_id = str(summary["run_id"])
+    run = store.get_run(run_id)
+    assert run is not None
+    baseline_id = resolve_baseline(store, baseline, run.suite, run_id)
+    if baseline_id is None:
+        message = f"no earlier successful run of suite {run.suite!r}: {run_id} is the baseline"
+        logger.info(message)
+        result = {**summary, "suite": run.suite, "comparison": None, "message": message}
+        return Completed(message=message, data=result)
+    outcome = compare_runs(store, run_id, baseline_id, thresholds)
+    await publish_comparison_artifacts(store, run_id)
+    result = {**summary, "suite": run.suite, "comparison": outcome, "message": outcome["message"]}
+    logger.info("run %s vs baseline %s: %s", run_id, baseline_id, outcome["message"])
+    if outcome["regressed"]:
+        # The exception as data: calling the flow raises it, and the state's message is
+        # exactly what regressed (the comparison itself is in DuckDB).
+        return Failed(message=outcome["message"], data=RegressionDetected(outcome["message"]))
+    return Completed(message=outcome["message"], data=result)

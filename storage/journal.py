@@ -1,0 +1,68 @@
+"""A run's write-ahead journal: every judgment, one JSON line, the moment it completes.
+
+DuckDB receives judgments a chunk at a time (one transaction per chunk keeps writes fast),
+so a run killed mid-chunk would lose the calls that chunk had already paid for. Each
+judgment is therefore also appended here with a single unbuffered ``write``; the kernel
+keeps it even if the process is killed with SIGKILL, and ``--resume`` replays it into the
+store before judging what is left. A run that completes deletes its journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from judges.records import Judgment, Span, Usage
+
+
+def journal_path(db_path: Path, run_id: str) -> Path:
+    return db_path.parent / f"{db_path.name}.journal" / f"{run_id}.jsonl"
+
+
+def judgment_to_json(judgment: Judgment) -> str:
+    return json.dumps(dataclasses.asdict(judgment), separators=(",", ":"))
+
+
+def judgment_from_json(text: str) -> Judgment:
+    data: dict[str, Any] = json.loads(text)
+    data["spans"] = tuple(Span(**span) for span in data.get("spans", ()))
+    data["usage"] = Usage(**data.get("usage", {}))
+    return Judgment(**data)
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, judgment: Judgment) -> None:
+        line = (judgment_to_json(judgment) + "\n").encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # O_APPEND makes each line one atomic write even with several writers.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def replay(self) -> list[Judgment]:
+        """Judgments in the journal; a line cut short by the kill is skipped."""
+        if not self.path.exists():
+            return []
+        judgments: dict[tuple[str, str], Judgment] = {}
+        with self.path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    judgment = judgment_from_json(line)
+                except (ValueError, TypeError):
+                    continue
+                judgments[(judgment.item_id, judgment.judge_id)] = judgment
+        return list(judgments.values())
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # other runs' journals may still be there
+            self.path.parent.rmdir()
