@@ -14,7 +14,7 @@ from prefect.runtime import flow_run
 
 from flows import progress
 from flows.run_setup import RunPlan, plan_run
-from flows.tasks import judge_chunk, judge_for
+from flows.tasks import close_judges, judge_chunk, judge_for
 from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
@@ -182,8 +182,10 @@ async def evaluate(
     try:
         await judge_dataset(plan, distributed, chunks_in_flight)
     except BaseException as error:
+        await close_judges()
         plan.store.finish_run(plan.run_id, "failed", f"{type(error).__name__}: {error}")
         raise
+    await close_judges()
     plan.store.finish_run(plan.run_id, "completed")
     summary = plan.store.run_summary(plan.run_id)
     summary.update(

@@ -37,6 +37,15 @@ def judge_for(spec: JudgeSpec, prices: dict[str, Price]) -> Judge:
     return judges[key]
 
 
+async def close_judges() -> None:
+    """Close the HTTP clients of this loop's judges (the loop is about to end)."""
+    judges = _judges_by_loop.pop(asyncio.get_running_loop(), {})
+    for judge in judges.values():
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 @task(
     name="judge-chunk",
     task_run_name="{spec.id}/chunk-{chunk_index}",
