@@ -69,7 +69,7 @@ class LLMJudge:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
     async def judge(self, item: Item) -> Judgment:
-        started = time.perf_counter()
+        timer = _CallTimer()
         common: dict[str, object] = {
             "prompt_name": self.template.ref,
             "prompt_hash": self.template.sha256,
@@ -79,7 +79,7 @@ class LLMJudge:
         try:
             prompt = self.template.render(item.variables)
         except PromptError as error:
-            return self._unscored(item, f"missing variable: {error}", started, **common)
+            return self._unscored(item, f"missing variable: {error}", timer, **common)
         common["cache_key"] = self._cache_key(prompt)
 
         request = ModelRequest(
@@ -97,7 +97,8 @@ class LLMJudge:
             nonlocal attempts
             attempts += 1
             async with self.limiter.slot(estimate_tokens(prompt, request.max_tokens)) as slot:
-                response = await self.client.complete(request)
+                with timer:
+                    response = await self.client.complete(request)
                 if response.input_tokens is not None and response.output_tokens is not None:
                     slot.settle(response.input_tokens + response.output_tokens)
                 return response
@@ -112,28 +113,28 @@ class LLMJudge:
             )
         except RetriesExhausted as exhausted:
             return self._provider_failure(
-                item, exhausted.last_error, exhausted.attempts, started, common
+                item, exhausted.last_error, exhausted.attempts, timer, common
             )
         except ProviderError as error:
-            return self._provider_failure(item, error, attempts, started, common)
+            return self._provider_failure(item, error, attempts, timer, common)
         except Exception as error:
             # The Judge contract: one broken call costs one row, never the whole chunk.
             log.exception("judge %s: unexpected failure on item %s", self.judge_id, item.item_id)
             return self._unscored(
                 item,
                 f"internal error: {type(error).__name__}: {error}",
-                started,
+                timer,
                 attempts=max(attempts, 1),
                 **common,
             )
-        return self._judgment(item, response, attempts, started, common)
+        return self._judgment(item, response, attempts, timer, common)
 
     def _judgment(
         self,
         item: Item,
         response: ModelResponse,
         attempts: int,
-        started: float,
+        timer: _CallTimer,
         common: dict[str, object],
     ) -> Judgment:
         raw = response.text if response.structured is None else json.dumps(response.structured)
@@ -156,7 +157,7 @@ class LLMJudge:
         try:
             parsed = parse_output(answer, self.output_kind)
         except OutputParseError as error:
-            return self._unscored(item, f"unparseable output: {error}", started, **extra)
+            return self._unscored(item, f"unparseable output: {error}", timer, **extra)
 
         if self.output_kind == "spans":
             span_text = item.text(self.template.span_variable or "")
@@ -167,7 +168,7 @@ class LLMJudge:
             score = parsed.score
             if score is None:
                 return self._unscored(
-                    item, "unparseable output: no score in the answer", started, **extra
+                    item, "unparseable output: no score in the answer", timer, **extra
                 )
         return Judgment(
             item_id=item.item_id,
@@ -176,7 +177,7 @@ class LLMJudge:
             score=score,
             spans=spans,
             reasoning=parsed.reasoning,
-            latency_ms=_elapsed_ms(started),
+            latency_ms=_elapsed_ms(timer),
             **extra,  # type: ignore[arg-type]
         )
 
@@ -185,24 +186,41 @@ class LLMJudge:
         item: Item,
         error: ProviderError,
         attempts: int,
-        started: float,
+        timer: _CallTimer,
         common: dict[str, object],
     ) -> Judgment:
         plural = "attempt" if attempts == 1 else "attempts"
         reason = f"provider error after {attempts} {plural}: {error.kind}: {error.message}"
-        return self._unscored(item, reason, started, attempts=attempts, **common)
+        return self._unscored(item, reason, timer, attempts=attempts, **common)
 
-    def _unscored(self, item: Item, reason: str, started: float, **extra: object) -> Judgment:
+    def _unscored(self, item: Item, reason: str, timer: _CallTimer, **extra: object) -> Judgment:
         return unscored(
             item.item_id,
             self.judge_id,
             self.output_kind,
             reason,
-            latency_ms=_elapsed_ms(started),
+            latency_ms=_elapsed_ms(timer),
             **extra,
         )
 
 
-def _elapsed_ms(started: float) -> float:
-    # Wall time of the whole judgment, retries and rate-limit waits included: what a row cost.
-    return (time.perf_counter() - started) * 1000.0
+class _CallTimer:
+    """Time spent inside model calls, summed over attempts.
+
+    Waiting for a concurrency slot or a backoff sleep is the panel's doing, not the model's,
+    so it is left out: latency_ms compares models, not queue lengths.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._entered = 0.0
+
+    def __enter__(self) -> None:
+        self._entered = time.perf_counter()
+
+    def __exit__(self, *_: object) -> None:
+        self.seconds += time.perf_counter() - self._entered
+
+
+def _elapsed_ms(timer: _CallTimer) -> float:
+    return timer.seconds * 1000.0
