@@ -134,6 +134,9 @@ class StubConfig:
             raise ValueError("fault rates must be >= 0 and sum to at most 1")
 
 
+PROMPT_LOG_SIZE = 256
+
+
 class StubStats:
     """Request counters, updated by the server thread and read from any thread."""
 
@@ -149,6 +152,8 @@ class StubStats:
             self.by_outcome: Counter[str] = Counter()
             self.in_flight = 0
             self.max_in_flight = 0
+            # The latest prompts answered, so tests can see exactly what a model was sent.
+            self.recent_prompts: deque[str] = deque(maxlen=PROMPT_LOG_SIZE)
 
     def _start(self, path: str, model: str | None) -> int:
         with self._lock:
@@ -164,6 +169,14 @@ class StubStats:
         with self._lock:
             self.in_flight -= 1
             self.by_outcome[outcome] += 1
+
+    def _prompt(self, prompt: str) -> None:
+        with self._lock:
+            self.recent_prompts.append(prompt)
+
+    def prompts(self) -> list[str]:
+        with self._lock:
+            return list(self.recent_prompts)
 
     def requests(self, model: str | None = None) -> int:
         with self._lock:
@@ -640,6 +653,7 @@ class StubServer:
             return _Reply("401", 401, error_body(api, 401, message))
 
         prompt = prompt_of(body)
+        self.stats._prompt(prompt)
         kind = request_kind(body, prompt)
         # Answers are seeded by the prompt, not by arrival order: concurrent runs agree.
         seed = hashlib.sha256(f"{config.seed}|{model}|{prompt}".encode()).digest()
@@ -749,6 +763,10 @@ class StubHandle:
     def enqueue(self, model: str, *steps: str) -> None:
         """Queue scripted steps (faults, answers, ``raw:`` text) for ``model``'s next requests."""
         self.server.enqueue(model, *steps)
+
+    def prompts(self) -> list[str]:
+        """The prompts of the latest answered model calls (up to PROMPT_LOG_SIZE)."""
+        return self.stats.prompts()
 
 
 @contextlib.contextmanager

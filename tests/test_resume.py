@@ -47,16 +47,16 @@ def test_a_killed_run_resumes_without_repeating_completed_calls(
     dataset = synthetic_dataset(tmp_path / "items.jsonl", 300)
     killed_db = tmp_path / "killed.duckdb"
     clean_db = tmp_path / "clean.duckdb"
-    with running_stub_server(StubConfig(latency_ms=40, seed=3)) as stub:
+    with running_stub_server(StubConfig(latency_ms=80, seed=3)) as stub:
         panel = tmp_path / "panel.yaml"
         panel.write_text(
             "name: resumable\njudges:\n"
             f"  - {{id: a, provider: anthropic, model: stub-spans-good, prompt: data2txt_spans, "
             f"base_url: '{stub.anthropic_base_url}', api_key_env: JURYFLOW_TEST_KEY, "
-            "max_concurrency: 6}\n"
+            "max_concurrency: 4}\n"
             f"  - {{id: b, provider: openai, model: gpt-x, prompt: data2txt_spans, "
             f"base_url: '{stub.openai_base_url}', api_key_env: JURYFLOW_TEST_KEY, "
-            "max_concurrency: 6}\n"
+            "max_concurrency: 4}\n"
             "  - {id: n, provider: offline, detector: numbers}\n",
             encoding="utf-8",
         )
