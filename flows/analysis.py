@@ -252,10 +252,11 @@ def _group(
             )
 
     one = len(rows) < 2
-    pair_note = "one judge: pairwise metrics n/a" if one else None
+    alone = "one judge: nothing to compare" if rows else "no judgments yet"
+    pair_note = ("one judge: pairwise metrics n/a" if rows else "no judgments yet") if one else None
     n_pairable = int((present.sum(axis=0) >= 2).sum())
     if one:
-        pa_stat = _na("one judge: nothing to compare")
+        pa_stat = _na(alone)
     elif n_pairable == 0:
         pa_stat = _na("no item has two verdicts")
     else:
@@ -278,16 +279,22 @@ def _group(
         name=name,
         prompt=prompt,
         judges=judges,
-        alpha_interval=_na("one judge: nothing to compare")
-        if one
-        else _alpha(scores, "interval", n_active),
-        alpha_ordinal=_na("one judge: nothing to compare")
-        if one
-        else _alpha(scores, "ordinal", n_active),
-        fleiss_kappa=_na("one judge: nothing to compare") if one else _fleiss(verdicts, n_active),
+        alpha_interval=_na(alone) if one else _alpha(scores, "interval", n_active),
+        alpha_ordinal=_na(alone) if one else _alpha(scores, "ordinal", n_active),
+        fleiss_kappa=_na(alone) if one else _fleiss(verdicts, n_active),
         percent_agreement=pa_stat,
-        mean_cohen_kappa=_mean([p.cohen_kappa for p in pairs], pair_note or "no pair defined"),
-        mean_span_f1=_mean([p.span_f1 for p in pairs], pair_note or "no pair defined"),
+        mean_cohen_kappa=_mean(
+            [p.cohen_kappa for p in pairs], pair_note or "no pair with a defined κ"
+        ),
+        mean_span_f1=_mean(
+            [p.span_f1 for p in pairs],
+            pair_note
+            or (
+                "no two judges answered the same item with spans"
+                if not any(p.n_span_items for p in pairs)
+                else "no pair flagged a character on the items both answered"
+            ),
+        ),
         pairs=pairs,
         cohen_kappa_matrix=_matrix(kappa),
         span_f1_matrix=_matrix(span_f1),
@@ -314,9 +321,7 @@ def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
         )
         vs = scored & ~np.isnan(data.consensus_verdict)
         agree = (
-            Stat(
-                value=float((verdicts[vs] == data.consensus_verdict[vs]).mean()), n=int(vs.sum())
-            )
+            Stat(value=float((verdicts[vs] == data.consensus_verdict[vs]).mean()), n=int(vs.sum()))
             if vs.any()
             else _na("no consensus on the items it scored")
         )
@@ -396,18 +401,14 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
     if len(by_prompt) > 1:
         for prompt, rows in by_prompt.items():
             label = "no prompt (offline detectors)" if prompt == NO_PROMPT else f"prompt {prompt}"
-            groups.append(
-                _group(data, label, None if prompt == NO_PROMPT else prompt, rows, gold)
-            )
+            groups.append(_group(data, label, None if prompt == NO_PROMPT else prompt, rows, gold))
 
     accuracy: list[Accuracy] = []
     if gold:
         for j, judge_id in enumerate(data.judge_ids):
             verdicts = ag.verdicts_from_scores(data.scores[j])
             accuracy.append(_accuracy(data, judge_id, verdicts, data.spans[j]))
-        accuracy.append(
-            _accuracy(data, "consensus", data.consensus_verdict, data.consensus_spans)
-        )
+        accuracy.append(_accuracy(data, "consensus", data.consensus_verdict, data.consensus_spans))
 
     return AgreementReport(
         run_id=data.info.run_id,

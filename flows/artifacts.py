@@ -50,7 +50,7 @@ def _md(text: Any) -> str:
 
 
 def judge_stats(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """Per judge: judgments, scored, unscored, mean score, hallucinated share, mean |score - median|."""
+    """Per judge: counts, mean score, hallucinated share, mean |score - consensus median|."""
     columns, rows = store.query(
         "SELECT j.judge_id, any_value(j.provider) AS provider, any_value(j.model) AS model, "
         "count(*) AS judgments, count(j.score) AS scored, count(*) - count(j.score) AS unscored, "

@@ -270,18 +270,18 @@ def _verdict(value: bool | None) -> Text:
     return Text("hallucinated", style="red") if value else Text("clean", style="green")
 
 
-def _item_table(item: DisputedItem) -> Table:
+def _item_heading(item: DisputedItem) -> str:
     measures = [
         f"disagreement {_num(item.disagreement)}",
         f"score spread {_num(item.score_spread, 2)}",
         f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
         f"span disagreement {_num(item.span_disagreement, 2)}",
     ]
-    table = Table(
-        title=f"#{item.rank} {item.item_id}\n[dim]{' · '.join(measures)}[/]",
-        title_justify="left",
-        show_lines=True,
-    )
+    return f"[bold]#{item.rank} {item.item_id}[/]\n[dim]{' · '.join(measures)}[/]"
+
+
+def _item_table(item: DisputedItem) -> Table:
+    table = Table(show_lines=True)
     table.add_column("judge")
     table.add_column("score", justify="right")
     table.add_column("verdict")
@@ -344,6 +344,7 @@ def disagreements_command(
         console.print("no items in this run")
         return
     for item in items:
+        console.print(_item_heading(item), soft_wrap=True)
         console.print(_item_table(item))
     console.print(
         "[dim]disagreement = mean of score spread, verdict split and span disagreement; "

@@ -6,7 +6,7 @@ Registered on the main app by :func:`register` (``flows/cli.py``).
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -68,21 +68,24 @@ def regression_command(
 
     quiet_prefect_logging()
     try:
-        state = asyncio.run(
-            regression(
-                dataset=dataset,
-                panel=panel,
-                db=db,
-                suite=suite,
-                baseline=baseline,
-                quorum=quorum,
-                use_cache=not no_cache,
-                max_mean_increase=max_mean_increase,
-                max_flips_to_hallucinated=max_flips_to_hallucinated,
-                max_judge_drift=max_judge_drift,
-                max_agreement_drop=max_agreement_drop,
-                p_value_alpha=p_value_alpha,
-                return_state=True,
+        state: Any = asyncio.run(
+            cast(
+                Any,
+                regression(
+                    dataset=dataset,
+                    panel=panel,
+                    db=db,
+                    suite=suite,
+                    baseline=baseline,
+                    quorum=quorum,
+                    use_cache=not no_cache,
+                    max_mean_increase=max_mean_increase,
+                    max_flips_to_hallucinated=max_flips_to_hallucinated,
+                    max_judge_drift=max_judge_drift,
+                    max_agreement_drop=max_agreement_drop,
+                    p_value_alpha=p_value_alpha,
+                    return_state=True,
+                ),
             )
         )
     except (ValueError, RuntimeError) as error:

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger
 from prefect.futures import PrefectFuture
@@ -76,8 +76,10 @@ class ChunkRunner:
             prices = self.plan.panel.prices
             journal = str(self.journal.path)
             if self.distributed:
-                future: PrefectFuture[list[Judgment]] = judge_chunk.submit(
-                    spec, prices, todo, index, journal
+                # An async task's future resolves to its result, not to a coroutine.
+                future = cast(
+                    "PrefectFuture[list[Judgment]]",
+                    judge_chunk.submit(spec, prices, todo, index, journal),
                 )
                 fresh = await asyncio.to_thread(future.result)
             else:

@@ -68,9 +68,7 @@ def recompute(
     for judgment in judgments:
         by_item.setdefault(judgment.item_id, []).append(judgment)
     return [
-        item_consensus(
-            item_id, item_judgments, n_judges, texts.get(item_id, ""), quorum, min_votes
-        )
+        item_consensus(item_id, item_judgments, n_judges, texts.get(item_id, ""), quorum, min_votes)
         for item_id, item_judgments in by_item.items()
     ]
 

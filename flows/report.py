@@ -158,7 +158,8 @@ def drift_svg(drifts: Sequence[tuple[str, float | None]], threshold: float | Non
     for index, (judge_id, drift) in enumerate(drifts):
         y = 16 + index * row
         parts.append(
-            f'<text x="{left - 6}" y="{y + 12}" text-anchor="end" class="tick">{esc(judge_id)}</text>'
+            f'<text x="{left - 6}" y="{y + 12}" text-anchor="end" class="tick">'
+            f"{esc(judge_id)}</text>"
         )
         if drift is None or math.isnan(drift):
             continue
@@ -185,9 +186,7 @@ def highlight(text: str, spans: Sequence[tuple[int, int]], css_class: str, label
     cursor = 0
     for start, end in merged.tolist():
         out.append(esc(text[cursor:start]))
-        out.append(
-            f'<mark class="{css_class}" title="{esc(label)}">{esc(text[start:end])}</mark>'
-        )
+        out.append(f'<mark class="{css_class}" title="{esc(label)}">{esc(text[start:end])}</mark>')
         cursor = end
     out.append(esc(text[cursor:]))
     return "".join(out)
@@ -386,9 +385,7 @@ def distribution_section(data: ReportData) -> str:
         charts.append(
             histogram_svg(scores, PALETTE[index % len(PALETTE)], f"{judge_id} (n={len(scores)})")
         )
-    medians = [
-        c["score_median"] for c in data.consensus.values() if c["score_median"] is not None
-    ]
+    medians = [c["score_median"] for c in data.consensus.values() if c["score_median"] is not None]
     charts.append(histogram_svg(medians, "#c0392b", f"consensus median (n={len(medians)})"))
     return (
         '<section id="distributions"><h2>Score distributions</h2>'
@@ -434,7 +431,8 @@ def _stat_cell(stat: Any) -> str:
         return "<td>–</td>"
     if stat.get("value") is None:
         return f'<td class="num">n/a ({esc(stat.get("note") or "undefined")})</td>'
-    return f'<td class="num">{fmt(float(stat["value"]))} <span class="meta">n={stat.get("n")}</span></td>'
+    value = fmt(float(stat["value"]))
+    return f'<td class="num">{value} <span class="meta">n={esc(stat.get("n"))}</span></td>'
 
 
 def _panel_statistics(report: dict[str, Any] | None) -> str:

@@ -93,9 +93,7 @@ def paired(before: Scores, after: Scores) -> tuple[list[str], FloatArray, FloatA
     >>> ids, a.tolist(), b.tolist()
     (['x', 'z'], [0.1, 0.5], [0.1, 0.7])
     """
-    ids = sorted(
-        k for k, v in before.items() if v is not None and after.get(k) is not None
-    )
+    ids = sorted(k for k, v in before.items() if v is not None and after.get(k) is not None)
     a = np.asarray([before[k] for k in ids], dtype=np.float64)
     b = np.asarray([after[k] for k in ids], dtype=np.float64)
     return ids, a, b
@@ -226,7 +224,7 @@ def compare(
     judges_after: JudgeScores,
 ) -> Comparison:
     """The whole comparison of a run (``after``) with its baseline (``before``)."""
-    ids, a, b = paired(consensus_before, consensus_after)
+    _, a, b = paired(consensus_before, consensus_after)
     to_hallucinated, to_clean = verdict_flips(verdicts_before, verdicts_after)
     common = sorted(set(verdicts_before) & set(verdicts_after))
     return Comparison(

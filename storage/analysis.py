@@ -84,7 +84,8 @@ def ensure_views(store: Store) -> None:
     """Create the agreement views in a store written before they existed (one migrate)."""
     with store.read() as con:
         row = con.execute(
-            "SELECT count(*) FROM duckdb_views() WHERE NOT internal AND list_contains(?, view_name)",
+            "SELECT count(*) FROM duckdb_views() "
+            "WHERE NOT internal AND list_contains(?, view_name)",
             [list(AGREEMENT_VIEWS)],
         ).fetchone()
     if row is None or int(row[0]) < len(AGREEMENT_VIEWS):

@@ -102,9 +102,7 @@ def test_mixed_panel_runs_end_to_end_and_the_cache_saves_every_call(
     )
     assert same[0][0] == 36
 
-    asyncio.run(
-        evaluate(dataset=str(subset), panel=str(panel), db=str(db_path), use_cache=False)
-    )
+    asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path), use_cache=False))
     assert stub.stats.requests() == 2 * calls  # --no-cache calls again
 
 

@@ -76,8 +76,9 @@ def test_a_store_that_stays_locked_gives_a_clear_error(db_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         started = time.monotonic()
-        with pytest.raises(StoreLockedError, match="stayed locked.*--db"), connect(
-            db_path, lock_wait=1.0
+        with (
+            pytest.raises(StoreLockedError, match=r"stayed locked.*--db"),
+            connect(db_path, lock_wait=1.0),
         ):
             pass
         assert time.monotonic() - started < 10

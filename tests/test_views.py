@@ -148,7 +148,9 @@ def test_item_disagreement_hand_computed(hand: Store) -> None:
 
 
 def test_judge_pair_agreement_hand_computed(hand: Store) -> None:
-    got = {(r["judge_a"], r["judge_b"]): r for r in rows(hand, "SELECT * FROM judge_pair_agreement")}
+    got = {
+        (r["judge_a"], r["judge_b"]): r for r in rows(hand, "SELECT * FROM judge_pair_agreement")
+    }
     ab, ac, bc = got["A", "B"], got["A", "C"], got["B", "C"]
     assert ab["n_items"] == 2 and ab["verdict_agreement"] == pytest.approx(0.5)
     assert ab["cohen_kappa"] == pytest.approx(0.0)  # po 0.5, pe 0.5
