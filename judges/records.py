@@ -147,7 +147,8 @@ class ConsensusSpan:
     votes: int
     """The most judges that marked any character of the span."""
     min_votes: int
-    """The fewest judges that marked any character of the span (always a majority)."""
+    """The fewest judges that marked any character of the span: a majority, or at least the
+    ``min_votes`` a re-aggregation asked for."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
+# pip's own chatter goes to a log, shown only if the install fails.
+if ! { .venv/bin/python -m pip install --upgrade pip \
+       && .venv/bin/python -m pip install -e ".[dev]"; } > .venv/install.log 2>&1; then
+  cat .venv/install.log >&2
+  echo "installing juryflow failed; the log above says why" >&2
+  exit 1
+fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"

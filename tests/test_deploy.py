@@ -68,31 +68,6 @@ def test_serve_builds_both_scheduled_deployments() -> None:
     assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "Europe/Paris")
 
 
-# `prefect deploy` checks for active workers with a request whose null `limit`/`offset` the
-# server rejects (422) under the FastAPI this project pins: a client/server mismatch inside
-# Prefect 3.8.8, not a problem of prefect.yaml. When the plain command hits exactly that,
-# the same command runs again with that one client call given explicit values.
-_DEPLOY_SHIM = """
-import sys
-from prefect.client.orchestration._work_pools.client import WorkPoolAsyncClient
-
-_original = WorkPoolAsyncClient.read_workers_for_work_pool
-
-
-async def _read_workers(self, work_pool_name, worker_filter=None, offset=None, limit=None):
-    offset = 0 if offset is None else offset
-    limit = 200 if limit is None else limit
-    return await _original(self, work_pool_name, worker_filter, offset, limit)
-
-
-WorkPoolAsyncClient.read_workers_for_work_pool = _read_workers
-from prefect.cli import app
-
-sys.argv = ["prefect", "--no-prompt", "deploy", "--all"]
-sys.exit(app())
-"""
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -160,9 +135,6 @@ def test_deploy_all_to_a_local_server(prefect_server: dict[str, str]) -> None:
     assert pool.returncode == 0, pool.stdout + pool.stderr
     deploy = _run(env, prefect, "--no-prompt", "deploy", "--all")
     output = deploy.stdout + deploy.stderr
-    if deploy.returncode != 0 and "workers/filter" in output and "422" in output:
-        deploy = _run(env, sys.executable, "-c", _DEPLOY_SHIM)
-        output = deploy.stdout + deploy.stderr
     assert deploy.returncode == 0, output
     for name in ("evaluate/evaluate-nightly", "regression/regression-nightly"):
         assert f"Deployment '{name}' successfully created" in " ".join(output.split())
