@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from typing import Any
 
 import anthropic
@@ -13,6 +11,7 @@ from judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    SDKPerLoop,
     error_from_status,
     output_schema,
     redact,
@@ -36,32 +35,24 @@ class AnthropicClient:
         self._base_url = base_url
         self._timeout = timeout
         self._headers = dict(headers or {})
-        # The SDK's HTTP pool belongs to the event loop it first ran on; judges may be
-        # called from several loops (Prefect worker threads), so keep one SDK client each.
-        self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic]
-        self._sdks = weakref.WeakKeyDictionary()
-
-    def __repr__(self) -> str:  # never show the key
-        return f"AnthropicClient(base_url={self._base_url!r})"
-
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        loop = asyncio.get_running_loop()
-        sdk = self._sdks.get(loop)
-        if sdk is None:
-            sdk = anthropic.AsyncAnthropic(
+        self._sdks = SDKPerLoop(
+            lambda: anthropic.AsyncAnthropic(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 timeout=self._timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
             )
-            self._sdks[loop] = sdk
-        return sdk
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"AnthropicClient(base_url={self._base_url!r})"
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        return self._sdks.get()
 
     async def aclose(self) -> None:
-        sdk = self._sdks.pop(asyncio.get_running_loop(), None)
-        if sdk is not None:
-            await sdk.close()
+        await self._sdks.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         kwargs: dict[str, Any] = {

@@ -6,11 +6,13 @@ boundary, so retries, rate limits and the judge never import an SDK.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from judges.records import OutputKind
 
@@ -204,3 +206,37 @@ def redact(message: str, secret: str | None) -> str:
     if len(secret) >= 16 and tail in message:
         message = message.replace(tail, "***")
     return message
+
+
+class _Closeable(Protocol):
+    def close(self) -> Awaitable[None]: ...
+
+
+SDK = TypeVar("SDK", bound=_Closeable)
+
+
+class SDKPerLoop(Generic[SDK]):
+    """One SDK client per event loop.
+
+    An SDK's HTTP connection pool belongs to the event loop it first ran on, and a judge may
+    be called from several loops (Prefect worker threads, Dask workers), so each loop gets
+    its own client, built on first use and closed with :meth:`aclose` from that loop.
+    """
+
+    def __init__(self, make: Callable[[], SDK]) -> None:
+        self._make = make
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SDK] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> SDK:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._make()
+        return client
+
+    async def aclose(self) -> None:
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()

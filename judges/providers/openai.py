@@ -7,9 +7,7 @@ server; such servers that reject ``response_format`` are used with
 
 from __future__ import annotations
 
-import asyncio
 import json
-import weakref
 from typing import Any
 
 import openai
@@ -19,6 +17,7 @@ from judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    SDKPerLoop,
     error_from_status,
     output_schema,
     redact,
@@ -45,31 +44,24 @@ class OpenAIClient:
         self._base_url = base_url
         self._timeout = timeout
         self._headers = dict(headers or {})
-        # One SDK client per event loop: its HTTP pool cannot be shared between loops.
-        self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
-        self._sdks = weakref.WeakKeyDictionary()
-
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAIClient(base_url={self._base_url!r})"
-
-    def _sdk(self) -> openai.AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        sdk = self._sdks.get(loop)
-        if sdk is None:
-            sdk = openai.AsyncOpenAI(
+        self._sdks = SDKPerLoop(
+            lambda: openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 timeout=self._timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
             )
-            self._sdks[loop] = sdk
-        return sdk
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIClient(base_url={self._base_url!r})"
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        return self._sdks.get()
 
     async def aclose(self) -> None:
-        sdk = self._sdks.pop(asyncio.get_running_loop(), None)
-        if sdk is not None:
-            await sdk.close()
+        await self._sdks.aclose()
 
     def _parameters(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
