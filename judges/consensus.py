@@ -273,6 +273,10 @@ def item_consensus(
     scored = [j for j in judgments if j.score is not None]
     span_judges = [j for j in scored if j.output_kind == "spans"]
     n_answered = len(scored)
+    votes = character_votes([_offsets(j) for j in span_judges], len(text))
+    # How far the span judges agree is worth knowing even when no consensus is published.
+    chars_any = int(np.count_nonzero(votes))
+    chars_all = int(np.count_nonzero(votes == len(span_judges))) if span_judges else 0
     if n_answered < needed:
         return Consensus(
             item_id=item_id,
@@ -286,13 +290,14 @@ def item_consensus(
             score_spread=None,
             hallucinated=None,
             n_span_judges=len(span_judges),
+            chars_any=chars_any,
+            chars_all=chars_all,
         )
     scores = np.asarray([j.score for j in scored], dtype=np.float64)
     median = float(np.median(scores))
     low, high = float(scores.min()), float(scores.max())
     spans: tuple[ConsensusSpan, ...] = ()
     if span_judges:
-        votes = character_votes([_offsets(j) for j in span_judges], len(text))
         spans = consensus_spans(votes, len(span_judges), text, min_votes)
     return Consensus(
         item_id=item_id,
@@ -307,6 +312,8 @@ def item_consensus(
         hallucinated=median > VERDICT_THRESHOLD,
         n_span_judges=len(span_judges),
         spans=spans,
+        chars_any=chars_any,
+        chars_all=chars_all,
     )
 
 

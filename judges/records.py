@@ -167,3 +167,7 @@ class Consensus:
     hallucinated: bool | None
     n_span_judges: int = 0
     spans: tuple[ConsensusSpan, ...] = ()
+    chars_any: int = 0
+    """Characters of the text that at least one answering span judge marked."""
+    chars_all: int = 0
+    """Characters that every answering span judge marked (with chars_any: span agreement)."""

@@ -94,6 +94,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             score_max DOUBLE,
             score_spread DOUBLE,
             hallucinated BOOLEAN,
+            chars_any INTEGER NOT NULL,       -- characters any answering span judge marked
+            chars_all INTEGER NOT NULL,       -- characters every answering span judge marked
             PRIMARY KEY (run_id, item_id)
         );
         CREATE TABLE consensus_spans (

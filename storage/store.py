@@ -517,6 +517,8 @@ def consensus_tables(run_id: str, results: Sequence[Consensus]) -> tuple[pa.Tabl
             "score_max": pa.array([c.score_max for c in results], pa.float64()),
             "score_spread": pa.array([c.score_spread for c in results], pa.float64()),
             "hallucinated": pa.array([c.hallucinated for c in results], pa.bool_()),
+            "chars_any": pa.array([c.chars_any for c in results], pa.int32()),
+            "chars_all": pa.array([c.chars_all for c in results], pa.int32()),
         }
     )
     span_rows = [(c.item_id, i, s) for c in results for i, s in enumerate(c.spans)]

@@ -119,21 +119,19 @@ _ITEM_DISAGREEMENT = """
         FROM judgments
         GROUP BY run_id, item_id
     ),
-    char_votes AS (
-        SELECT run_id, item_id, char_pos, count(*) AS votes
-        FROM judgment_chars
-        GROUP BY run_id, item_id, char_pos
-    ),
+    -- Characters marked by any / every answering span judge are counted once, in numpy,
+    -- when the consensus is computed; counting them here took a window per item.
     chars AS (
-        SELECT v.run_id, v.item_id,
-               count(*) AS chars_any,
-               count(*) FILTER (WHERE v.votes = s.n_span_judges) AS chars_all
-        FROM char_votes v JOIN scored s USING (run_id, item_id)
-        GROUP BY v.run_id, v.item_id
+        SELECT c.run_id, c.item_id, c.chars_any, c.chars_all
+        FROM consensus c JOIN scored s USING (run_id, item_id)
+        WHERE s.n_span_judges > 0
     ),
     cons_chars AS (
-        SELECT run_id, item_id, count(*) AS consensus_chars
-        FROM consensus_chars GROUP BY run_id, item_id
+        -- consensus spans never overlap (the consensus merges them), so lengths add up
+        SELECT s.run_id, s.item_id, sum(s.char_end - s.char_start) AS consensus_chars
+        FROM consensus_spans s JOIN consensus c USING (run_id, item_id)
+        WHERE c.status = 'ok' AND s.char_end > s.char_start
+        GROUP BY s.run_id, s.item_id
     ),
     measures AS (
         SELECT i.run_id, i.item_id, i.row_number,

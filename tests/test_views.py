@@ -402,3 +402,46 @@ def test_views_agree_with_numpy_on_the_offline_run(offline_store: Store) -> None
     assert len(disputed) == 60
     values = [r["disagreement"] for r in disputed]
     assert values == sorted(values, key=lambda v: -1 if v is None else v, reverse=True)
+
+
+def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> None:
+    """The view's span counts (from the consensus step) against Python sets of characters."""
+    import random
+
+    from judges.records import Judgment, Span
+    from storage.store import Store
+
+    rng = random.Random(11)
+    store = Store(tmp_path / "sets.duckdb")
+    store.migrate()
+    items, judgments, expected = [], [], {}
+    for n in range(60):
+        item_id = f"i{n}"
+        items.append(Item(item_id, {"reference": "r", "response": "x" * 200}, None, n))
+        flagged: list[set[int]] = []
+        for judge in ("a", "b", "c"):
+            spans = []
+            for _ in range(rng.randint(0, 4)):  # overlapping and touching spans included
+                start = rng.randint(0, 190)
+                spans.append(Span(start, min(200, start + rng.randint(1, 30)), "x", "exact"))
+            flagged.append({c for s in spans for c in range(s.char_start, s.char_end)})
+            judgments.append(Judgment(item_id, judge, "spans", 1.0 if spans else 0.0, tuple(spans)))
+        union = set().union(*flagged)
+        expected[item_id] = (len(union), len(flagged[0] & flagged[1] & flagged[2]))
+    store.insert_items("r", items)
+    store.insert_judgments("r", judgments)
+    from judges.consensus import item_consensus
+
+    store.insert_consensus(
+        "r",
+        [
+            item_consensus(
+                i.item_id, [j for j in judgments if j.item_id == i.item_id], 3, "x" * 200
+            )
+            for i in items
+        ],
+    )
+    _, rows = store.query(
+        "SELECT item_id, chars_any, chars_all FROM item_disagreement WHERE run_id = 'r'"
+    )
+    assert {r[0]: (r[1], r[2]) for r in rows} == expected
