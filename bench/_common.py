@@ -1,0 +1,136 @@
+"""Helpers shared by the end-to-end benches: Prefect settings, datasets, stub panels.
+
+Import this module before anything that imports Prefect: :func:`prefect_env` must run first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
+KEY_ENV = "JURYFLOW_BENCH_KEY"
+FAKE_KEY = "sk-bench-not-a-real-key-0123456789"
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def prefect_env(tmp: Path) -> None:
+    """Offline, quiet Prefect with its own home (and ephemeral database) under ``tmp``.
+
+    The same settings the ``juryflow`` command applies, plus a private PREFECT_HOME so that a
+    bench never shares a Prefect database with another engineer's tests.
+    """
+    home = tmp / "prefect-home"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ["DO_NOT_TRACK"] = "1"
+    os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_SERVER_LEVEL", "CRITICAL")
+    os.environ[KEY_ENV] = FAKE_KEY
+
+
+def quiet() -> None:
+    from flows.prefect_env import quiet_prefect_logging
+
+    quiet_prefect_logging(verbose=False)
+
+
+def synth_dataset(path: Path, n: int, source: Path = SAMPLE) -> Path:
+    """``n`` rows cycling the bundled sample, each with a unique id (``<id>#<n>``)."""
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line]
+    with path.open("w", encoding="utf-8") as out:
+        for number, row in zip(range(n), itertools.cycle(rows), strict=False):
+            out.write(json.dumps({**row, "id": f"{row['id']}#{number}"}) + "\n")
+    return path
+
+
+def write_stub_panel(
+    path: Path,
+    anthropic_url: str,
+    openai_url: str,
+    concurrency: int,
+    prompt: str = "data2txt_spans",
+) -> Path:
+    """Three LLM judges on the stand-in, each on its own model (so each has its own limiter)."""
+    judges = [
+        ("claude", "anthropic", "stub-spans-good", anthropic_url),
+        ("gpt", "openai", "stub-spans-nearmiss", openai_url),
+        ("local", "openai", "stub-random", openai_url),
+    ]
+    lines = [f"name: bench-stub-{concurrency}", "quorum: 2", "judges:"]
+    for judge_id, provider, model, url in judges:
+        lines += [
+            f"  - id: {judge_id}",
+            f"    provider: {provider}",
+            f"    model: {model}",
+            f"    prompt: {prompt}",
+            f'    base_url: "{url}"',
+            f"    api_key_env: {KEY_ENV}",
+            f"    max_concurrency: {concurrency}",
+        ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def start_stub_process(latency_ms: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m judges.stub_server`` in its own process; returns it and its base URL."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "judges.stub_server",
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(latency_ms),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().decode()
+    if "stub server on" not in line:
+        process.kill()
+        raise RuntimeError(f"stub server did not start: {line!r}")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def machine() -> str:
+    return (
+        f"{os.cpu_count()} cores (nproc), Python {platform.python_version()}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load avg {os.getloadavg()[0]:.2f}"
+    )
+
+
+def temp_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=prefix)
+
+
+def now() -> float:
+    return time.perf_counter()
