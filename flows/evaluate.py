@@ -35,31 +35,41 @@ class ChunkRunner:
         self.plan = plan
         self.distributed = distributed
         self.journal = Journal(journal_path(plan.store.path, plan.run_id))
-        if plan.resumed:
-            self._replay_journal()
-        self.done_pairs = plan.store.judged_pairs(plan.run_id) if plan.resumed else set()
-        self.done_consensus = plan.store.consensus_item_ids(plan.run_id) if plan.resumed else set()
+        # DuckDB takes one writer at a time; writes run on a thread so that model calls
+        # keep flowing on the event loop meanwhile.
+        self.write_lock = asyncio.Lock()
+        self.done_pairs: set[tuple[str, str]] = set()
+        self.done_consensus: set[str] = set()
         self.stored: dict[str, list[Judgment]] = {}
+        self.replayed: dict[str, list[Judgment]] = {}
         if plan.resumed:
-            for judgment in plan.store.load_judgments(plan.run_id):
-                self.stored.setdefault(judgment.item_id, []).append(judgment)
+            self._load_previous_work()
 
-    def _replay_journal(self) -> None:
-        """Store what a killed run had judged but not yet written, so it is not paid twice."""
-        stored = self.plan.store.judged_pairs(self.plan.run_id)
-        missing = [j for j in self.journal.replay() if (j.item_id, j.judge_id) not in stored]
-        known = self.plan.store.item_ids(self.plan.run_id)
-        self.plan.store.insert_judgments(
-            self.plan.run_id, [j for j in missing if j.item_id in known]
-        )
+    def _load_previous_work(self) -> None:
+        """What a killed run had stored, and what it had judged but not yet stored.
 
-    def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
+        Journal entries are written with their chunk (items, judgments and consensus in one
+        transaction), so a completed call is never paid for twice.
+        """
+        store, run_id = self.plan.store, self.plan.run_id
+        for judgment in store.load_judgments(run_id):
+            self.stored.setdefault(judgment.item_id, []).append(judgment)
+        stored_pairs = store.judged_pairs(run_id)
+        for judgment in self.journal.replay():
+            if (judgment.item_id, judgment.judge_id) not in stored_pairs:
+                self.replayed.setdefault(judgment.item_id, []).append(judgment)
+        self.done_pairs = stored_pairs | {
+            (j.item_id, j.judge_id) for js in self.replayed.values() for j in js
+        }
+        self.done_consensus = store.consensus_item_ids(run_id)
+
+    async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
         judge = judge_for(spec, self.plan.panel.prices)
         key_of = getattr(judge, "cache_key", None)
-        if not self.plan.use_cache or key_of is None:
+        if not self.plan.use_cache or key_of is None or not items:
             return []
         keys = {item.item_id: key_of(item) for item in items}
-        found = self.plan.store.cached_judgments(list(keys.values()))
+        found = await asyncio.to_thread(self.plan.store.cached_judgments, list(keys.values()))
         return [
             dataclasses.replace(found[key], item_id=item_id, judge_id=spec.id, cached=True)
             for item_id, key in keys.items()
@@ -68,7 +78,7 @@ class ChunkRunner:
 
     async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
         todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
-        cached = self._cached(spec, todo)
+        cached = await self._cached(spec, todo)
         hit = {j.item_id for j in cached}
         todo = [i for i in todo if i.item_id not in hit]
         fresh: list[Judgment] = []
@@ -85,7 +95,6 @@ class ChunkRunner:
             else:
                 fresh = await judge_chunk(spec, prices, todo, index, journal)
         new = cached + fresh
-        self.plan.store.insert_judgments(self.plan.run_id, new)
         progress.report("judged", len(new))
         return new
 
@@ -93,12 +102,13 @@ class ChunkRunner:
         results = await asyncio.gather(
             *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
         )
+        new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
+        new += [judgment for judgments in results for judgment in judgments]
         by_item: dict[str, list[Judgment]] = {
-            i.item_id: list(self.stored.get(i.item_id, [])) for i in items
+            i.item_id: list(self.stored.pop(i.item_id, [])) for i in items
         }
-        for judgments in results:
-            for judgment in judgments:
-                by_item[judgment.item_id].append(judgment)
+        for judgment in new:
+            by_item[judgment.item_id].append(judgment)
         text_variable = self.plan.text_variable
         consensus = [
             item_consensus(
@@ -111,7 +121,10 @@ class ChunkRunner:
             for item in items
             if item.item_id not in self.done_consensus
         ]
-        self.plan.store.insert_consensus(self.plan.run_id, consensus)
+        async with self.write_lock:
+            await asyncio.to_thread(
+                self.plan.store.write_chunk, self.plan.run_id, items, new, consensus
+            )
         progress.report("items_done", len(items))
         return len(items)
 
@@ -137,7 +150,6 @@ async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int)
     for index, batch in enumerate(_chunks(rows, plan.chunk_size)):
         items = [row for row in batch if isinstance(row, Item)]
         errors.extend(row for row in batch if isinstance(row, RowError))
-        plan.store.insert_items(plan.run_id, items)
         await slots.acquire()
         pending.add(asyncio.create_task(guarded(items, index)))
         finished = {t for t in pending if t.done()}

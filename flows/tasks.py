@@ -69,7 +69,11 @@ async def judge_chunk(
             log.append(judgment)
         return judgment
 
-    results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
+    try:
+        results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
+    finally:
+        if log is not None:
+            log.close()
     judgments: list[Judgment] = []
     for item, result in zip(items, results, strict=True):
         if isinstance(result, Judgment):

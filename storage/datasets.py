@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from judges.records import GoldLabels, Item
+from storage.connection import duckdb_config
 
 DEFAULT_MAX_CHARS = 200_000
 """Longest variable value accepted; longer ones are rejected rather than sent to a model."""
@@ -164,7 +165,9 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
 
 
 def _duckdb_rows(path: Path, fmt: str, batch_rows: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    con = duckdb.connect()
+    # One thread and a bounded buffer pool: rows are consumed a batch at a time, so more
+    # read-ahead only costs memory.
+    con = duckdb.connect(config={**duckdb_config(), "threads": "1"})
     try:
         reader = con.execute(_relation_sql(fmt), [str(path)]).to_arrow_reader(batch_rows)
         # CSV counts its header as line 1, so data rows start at 2.

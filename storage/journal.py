@@ -18,13 +18,24 @@ from typing import Any
 
 from judges.records import Judgment, Span, Usage
 
+_JUDGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Judgment))
+_SPAN_FIELDS = tuple(f.name for f in dataclasses.fields(Span))
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+
 
 def journal_path(db_path: Path, run_id: str) -> Path:
     return db_path.parent / f"{db_path.name}.journal" / f"{run_id}.jsonl"
 
 
 def judgment_to_json(judgment: Judgment) -> str:
-    return json.dumps(dataclasses.asdict(judgment), separators=(",", ":"))
+    # By hand rather than dataclasses.asdict, which deep-copies every field: this runs once
+    # per model call on the event loop.
+    data = {name: getattr(judgment, name) for name in _JUDGMENT_FIELDS}
+    data["spans"] = [
+        {name: getattr(span, name) for name in _SPAN_FIELDS} for span in judgment.spans
+    ]
+    data["usage"] = {name: getattr(judgment.usage, name) for name in _USAGE_FIELDS}
+    return json.dumps(data, separators=(",", ":"))
 
 
 def judgment_from_json(text: str) -> Judgment:
@@ -37,16 +48,20 @@ def judgment_from_json(text: str) -> Judgment:
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fd: int | None = None
 
     def append(self, judgment: Judgment) -> None:
         line = (judgment_to_json(judgment) + "\n").encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # O_APPEND makes each line one atomic write even with several writers.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND makes each line one atomic write even with several writers.
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.write(self._fd, line)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def replay(self) -> list[Judgment]:
         """Judgments in the journal; a line cut short by the kill is skipped."""
@@ -63,6 +78,7 @@ class Journal:
         return list(judgments.values())
 
     def remove(self) -> None:
+        self.close()
         self.path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # other runs' journals may still be there
             self.path.parent.rmdir()

@@ -163,28 +163,25 @@ class Store:
     # -- items --------------------------------------------------------------------------
 
     def insert_items(self, run_id: str, items: Sequence[Item]) -> None:
-        if not items:
-            return
-        table = pa.table(
-            {
-                "run_id": [run_id] * len(items),
-                "item_id": [i.item_id for i in items],
-                "row_number": [i.row_number for i in items],
-                "variables": [json.dumps(i.variables) for i in items],
-                "gold_hallucinated": [i.gold.hallucinated if i.gold else None for i in items],
-                "gold_spans": [
-                    json.dumps([list(s) for s in i.gold.spans]) if i.gold else None for i in items
-                ],
-                "metadata": [json.dumps(i.metadata) for i in items],
-            }
-        )
+        if items:
+            with self.write() as con:
+                _insert_items(con, run_id, items)
+
+    def write_chunk(
+        self,
+        run_id: str,
+        items: Sequence[Item],
+        judgments: Sequence[Judgment],
+        consensus: Sequence[Consensus],
+    ) -> None:
+        """A finished chunk in one transaction: its items, judgments and consensus."""
         with self.write() as con:
-            con.register("new_items", table)
-            con.execute(
-                "INSERT OR IGNORE INTO items SELECT run_id, item_id, row_number, variables, "
-                "gold_hallucinated, gold_spans, metadata FROM new_items"
-            )
-            con.unregister("new_items")
+            if items:
+                _insert_items(con, run_id, items)
+            if judgments:
+                _insert_judgments(con, run_id, judgments)
+            if consensus:
+                _insert_consensus(con, run_id, consensus)
 
     def insert_row_errors(self, run_id: str, errors: Sequence[RowError]) -> None:
         if not errors:
@@ -227,16 +224,9 @@ class Store:
 
     def insert_judgments(self, run_id: str, judgments: Sequence[Judgment]) -> None:
         """One transaction for the judgments and their spans, so a crash keeps both or neither."""
-        if not judgments:
-            return
-        judgment_table, span_table = judgment_tables(run_id, judgments)
-        with self.write() as con:
-            con.register("new_judgments", judgment_table)
-            con.register("new_spans", span_table)
-            con.execute("INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments")
-            con.execute("INSERT INTO judgment_spans SELECT * FROM new_spans")
-            con.unregister("new_judgments")
-            con.unregister("new_spans")
+        if judgments:
+            with self.write() as con:
+                _insert_judgments(con, run_id, judgments)
 
     def judged_pairs(self, run_id: str) -> set[tuple[str, str]]:
         """(item, judge) pairs that already have their row: what a resumed run skips."""
@@ -290,16 +280,9 @@ class Store:
     # -- consensus ----------------------------------------------------------------------
 
     def insert_consensus(self, run_id: str, results: Sequence[Consensus]) -> None:
-        if not results:
-            return
-        consensus_table, span_table = consensus_tables(run_id, results)
-        with self.write() as con:
-            con.register("new_consensus", consensus_table)
-            con.register("new_consensus_spans", span_table)
-            con.execute("INSERT INTO consensus SELECT * FROM new_consensus")
-            con.execute("INSERT INTO consensus_spans SELECT * FROM new_consensus_spans")
-            con.unregister("new_consensus")
-            con.unregister("new_consensus_spans")
+        if results:
+            with self.write() as con:
+                _insert_consensus(con, run_id, results)
 
     # -- reading back -------------------------------------------------------------------
 
@@ -344,6 +327,56 @@ class Store:
             "insufficient": agreed[3],
             "rejected_rows": rejected[0],
         }
+
+
+# -- bulk inserts (inside a caller's transaction) ------------------------------------------
+
+
+def _insert_items(con: duckdb.DuckDBPyConnection, run_id: str, items: Sequence[Item]) -> None:
+    table = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(items), pa.string()),
+            "item_id": pa.array([i.item_id for i in items], pa.string()),
+            "row_number": pa.array([i.row_number for i in items], pa.int32()),
+            "variables": pa.array([json.dumps(i.variables) for i in items], pa.string()),
+            "gold_hallucinated": pa.array(
+                [i.gold.hallucinated if i.gold else None for i in items], pa.bool_()
+            ),
+            "gold_spans": pa.array(
+                [json.dumps([list(s) for s in i.gold.spans]) if i.gold else None for i in items],
+                pa.string(),
+            ),
+            "metadata": pa.array([json.dumps(i.metadata) for i in items], pa.string()),
+        }
+    )
+    con.register("new_items", table)
+    # OR IGNORE: a resumed run writes the chunk of an item it had already stored
+    con.execute("INSERT OR IGNORE INTO items SELECT * FROM new_items")
+    con.unregister("new_items")
+
+
+def _insert_judgments(
+    con: duckdb.DuckDBPyConnection, run_id: str, judgments: Sequence[Judgment]
+) -> None:
+    judgment_table, span_table = judgment_tables(run_id, judgments)
+    con.register("new_judgments", judgment_table)
+    con.register("new_spans", span_table)
+    con.execute("INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments")
+    con.execute("INSERT INTO judgment_spans SELECT * FROM new_spans")
+    con.unregister("new_judgments")
+    con.unregister("new_spans")
+
+
+def _insert_consensus(
+    con: duckdb.DuckDBPyConnection, run_id: str, results: Sequence[Consensus]
+) -> None:
+    consensus_table, span_table = consensus_tables(run_id, results)
+    con.register("new_consensus", consensus_table)
+    con.register("new_consensus_spans", span_table)
+    con.execute("INSERT INTO consensus SELECT * FROM new_consensus")
+    con.execute("INSERT INTO consensus_spans SELECT * FROM new_consensus_spans")
+    con.unregister("new_consensus")
+    con.unregister("new_consensus_spans")
 
 
 # -- row conversion ---------------------------------------------------------------------
