@@ -66,15 +66,38 @@ class Store:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = resolve_db_path(path)
+        self._held: duckdb.DuckDBPyConnection | None = None
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one connection for many writes (bulk loads).
+
+        Opening and closing the file costs a checkpoint each time, which dominates bulk
+        writes; runs do not use this, so that other processes get the file between chunks.
+        """
+        with connect(self.path) as con:
+            self._held = con
+            try:
+                yield
+            finally:
+                self._held = None
+
+    @contextmanager
+    def _connection(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self._held is not None:
+            yield self._held
+        else:
+            with connect(self.path, read_only=read_only) as con:
+                yield con
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with connect(self.path, read_only=True) as con:
+        with self._connection(read_only=True) as con:
             yield con
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with connect(self.path) as con:
+        with self._connection(read_only=False) as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 yield con
