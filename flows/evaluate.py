@@ -14,7 +14,7 @@ from prefect.runtime import flow_run
 
 from flows import progress
 from flows.run_setup import RunPlan, plan_run
-from flows.tasks import close_judges, judge_chunk, judge_for
+from flows.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
 from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
@@ -88,12 +88,12 @@ class ChunkRunner:
             if self.distributed:
                 # An async task's future resolves to its result, not to a coroutine.
                 future = cast(
-                    "PrefectFuture[list[Judgment]]",
+                    "PrefectFuture[JudgedChunk]",
                     judge_chunk.submit(spec, prices, todo, index, journal),
                 )
-                fresh = await asyncio.to_thread(future.result)
+                fresh = list((await asyncio.to_thread(future.result)).judgments)
             else:
-                fresh = await judge_chunk(spec, prices, todo, index, journal)
+                fresh = list((await judge_chunk(spec, prices, todo, index, journal)).judgments)
         new = cached + fresh
         progress.report("judged", len(new))
         return new

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import task
@@ -46,6 +47,18 @@ async def close_judges() -> None:
             await aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class JudgedChunk:
+    """A task's result, wrapped.
+
+    Prefect links a state to every top-level element of a task's return value and keeps
+    those links for the whole flow run; returned bare, each judgment would leave one behind
+    (memory growing with the dataset). Wrapped, a chunk leaves two.
+    """
+
+    judgments: tuple[Judgment, ...]
+
+
 @task(
     name="judge-chunk",
     task_run_name="{spec.id}/chunk-{chunk_index}",
@@ -59,7 +72,7 @@ async def judge_chunk(
     items: list[Item],
     chunk_index: int,
     journal: str | None = None,
-) -> list[Judgment]:
+) -> JudgedChunk:
     judge = judge_for(spec, prices)
     log = Journal(Path(journal)) if journal else None
 
@@ -93,4 +106,4 @@ async def judge_chunk(
             )
         else:
             raise result
-    return judgments
+    return JudgedChunk(tuple(judgments))
