@@ -372,34 +372,40 @@ def _insert_items(con: duckdb.DuckDBPyConnection, run_id: str, items: Sequence[I
             "metadata": pa.array([json.dumps(i.metadata) for i in items], pa.string()),
         }
     )
-    con.register("new_items", table)
     # OR IGNORE: a resumed run writes the chunk of an item it had already stored
-    con.execute("INSERT OR IGNORE INTO items SELECT * FROM new_items")
-    con.unregister("new_items")
+    _append(con, "items", table, or_ignore=True)
 
 
 def _insert_judgments(
     con: duckdb.DuckDBPyConnection, run_id: str, judgments: Sequence[Judgment]
 ) -> None:
     judgment_table, span_table = judgment_tables(run_id, judgments)
-    con.register("new_judgments", judgment_table)
-    con.register("new_spans", span_table)
-    con.execute("INSERT INTO judgments SELECT *, current_timestamp FROM new_judgments")
-    con.execute("INSERT INTO judgment_spans SELECT * FROM new_spans")
-    con.unregister("new_judgments")
-    con.unregister("new_spans")
+    _append(con, "judgments", judgment_table, select="*, current_timestamp")
+    _append(con, "judgment_spans", span_table)
 
 
 def _insert_consensus(
     con: duckdb.DuckDBPyConnection, run_id: str, results: Sequence[Consensus]
 ) -> None:
     consensus_table, span_table = consensus_tables(run_id, results)
-    con.register("new_consensus", consensus_table)
-    con.register("new_consensus_spans", span_table)
-    con.execute("INSERT INTO consensus SELECT * FROM new_consensus")
-    con.execute("INSERT INTO consensus_spans SELECT * FROM new_consensus_spans")
-    con.unregister("new_consensus")
-    con.unregister("new_consensus_spans")
+    _append(con, "consensus", consensus_table)
+    _append(con, "consensus_spans", span_table)
+
+
+def _append(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: pa.Table,
+    select: str = "*",
+    or_ignore: bool = False,
+) -> None:
+    """Bulk-append an Arrow table; ``table`` and ``select`` are this module's constants."""
+    con.register("incoming_rows", rows)
+    try:
+        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        con.execute(f"{verb} INTO {table} SELECT {select} FROM incoming_rows")
+    finally:
+        con.unregister("incoming_rows")
 
 
 # -- row conversion ---------------------------------------------------------------------
