@@ -42,6 +42,9 @@ class ChunkRunner:
         self.done_consensus: set[str] = set()
         self.stored: dict[str, list[Judgment]] = {}
         self.replayed: dict[str, list[Judgment]] = {}
+        # A rule that weighs judges by a reliability fitted over the whole run cannot be
+        # applied chunk by chunk: chunks get the default rule, and the run's end refits.
+        self.chunk_rule = plan.rule.provisional()
         if plan.resumed:
             self._load_previous_work()
 
@@ -71,7 +74,13 @@ class ChunkRunner:
         keys = {item.item_id: key_of(item) for item in items}
         found = await asyncio.to_thread(self.plan.store.cached_judgments, list(keys.values()))
         return [
-            dataclasses.replace(found[key], item_id=item_id, judge_id=spec.id, cached=True)
+            dataclasses.replace(
+                found[key],
+                item_id=item_id,
+                judge_id=spec.id,
+                cached=True,
+                verdict_threshold=getattr(judge, "verdict_threshold", found[key].verdict_threshold),
+            )
             for item_id, key in keys.items()
             if key in found
         ]
@@ -117,6 +126,7 @@ class ChunkRunner:
                 n_judges=len(self.plan.panel.judges),
                 text=item.text(text_variable),
                 quorum=self.plan.quorum,
+                rule=self.chunk_rule,
             )
             for item in items
             if item.item_id not in self.done_consensus
@@ -157,6 +167,10 @@ async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int)
             task.result()
         pending -= finished
     await asyncio.gather(*pending)
+    if plan.rule.needs_fit:
+        from flows.reaggregate import refit_run_consensus
+
+        await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
     plan.store.insert_row_errors(plan.run_id, errors)
     runner.journal.remove()
     return errors
@@ -176,6 +190,7 @@ async def evaluate(
     max_chars: int = DEFAULT_MAX_CHARS,
     distributed: bool = False,
     chunks_in_flight: int = 4,
+    calibration: str | None = None,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
     logger = get_run_logger()
@@ -191,6 +206,7 @@ async def evaluate(
         use_cache=use_cache,
         max_chars=max_chars,
         flow_run_id=str(flow_run.get_id() or "") or None,
+        calibration=calibration,
     )
     logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
     try:

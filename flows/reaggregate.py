@@ -3,7 +3,8 @@
 The new run (``kind='reaggregate'``, ``parent_run_id`` = the source run) gets copies of the
 source's items, judgments and judgment spans under its own run id, so that every query and
 view that works on a run works on it too, and its own consensus computed with the new
-quorum and ``min_votes``.
+quorum and consensus rule (``--consensus``, a stored ``--calibration``, or ``--min-votes``).
+Rules fitted over the whole run (``dawid_skene``) are fitted here, on the run's judgments.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from prefect.runtime import flow_run
 from flows.artifacts import publish_run_artifacts
 from flows.run_setup import RunPlan
 from judges.consensus import item_consensus, resolve_quorum
-from judges.panel import parse_panel
+from judges.fitting import fit_rule
+from judges.panel import PanelSpec, parse_panel
 from judges.records import Consensus, Judgment
+from judges.reducers import ConsensusRule, RuleError, RuleRef
 from storage.store import RunRecord, Store, new_run_id
 
 
@@ -62,15 +65,70 @@ def recompute(
     texts: dict[str, str],
     n_judges: int,
     quorum: int,
-    min_votes: int | None,
-) -> list[Consensus]:
+    rule: ConsensusRule,
+    judge_ids: list[str],
+) -> tuple[list[Consensus], ConsensusRule]:
+    """Every item's consensus under ``rule``, after fitting what it fits over the run."""
     by_item: dict[str, list[Judgment]] = {item_id: [] for item_id in texts}
     for judgment in judgments:
         by_item.setdefault(judgment.item_id, []).append(judgment)
+    fitted = fit_rule(rule, by_item, texts, judge_ids)
     return [
-        item_consensus(item_id, item_judgments, n_judges, texts.get(item_id, ""), quorum, min_votes)
+        item_consensus(
+            item_id, item_judgments, n_judges, texts.get(item_id, ""), quorum, rule=fitted
+        )
         for item_id, item_judgments in by_item.items()
-    ]
+    ], fitted
+
+
+def refit_run_consensus(store: Store, run_id: str, rule: ConsensusRule) -> ConsensusRule:
+    """Replace a finished run's consensus by ``rule`` fitted over all its judgments."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise ReaggregateError(f"no run {run_id!r} in {store.path}")
+    panel = parse_panel(run.panel, f"run {run_id}")
+    variable = _text_variable(run, store)
+    texts = {item.item_id: item.text(variable) for item in store.load_items(run_id)}
+    consensus, fitted = recompute(
+        store.load_judgments(run_id),
+        texts,
+        run.n_judges,
+        run.quorum,
+        rule,
+        [j.id for j in panel.judges],
+    )
+    store.replace_consensus(run_id, consensus, fitted.to_dict())
+    return fitted
+
+
+def choose_rule(
+    store: Store,
+    source: RunRecord,
+    panel: PanelSpec,
+    consensus: list[str] | None,
+    calibration: str | None,
+    min_votes: int | None,
+) -> ConsensusRule:
+    """The rule a re-aggregation applies: a calibration, or options over the source's rule."""
+    from flows.run_setup import RunSetupError, consensus_rule_for
+
+    try:
+        if calibration is not None:
+            base = consensus_rule_for(store, panel, calibration)
+        elif source.consensus:
+            base = ConsensusRule.from_dict(source.consensus)
+        else:
+            base = panel.consensus_rule()
+        rule = ConsensusRule.from_options(consensus, base) if consensus else base
+        if min_votes is not None:
+            rule = replace(rule, spans=RuleRef("spans", "at_least", float(min_votes)))
+        if rule.verdict.needs_fit and (consensus or min_votes is not None):
+            # A reliability fitted for the source's votes says nothing about new options.
+            rule = replace(rule, verdict_fit=None)
+        rule.check_judges([j.id for j in panel.judges])
+    except (RuleError, RunSetupError) as error:
+        raise ReaggregateError(str(error)) from None
+    return rule.resolve(panel.all_span_judges)
 
 
 @flow(name="reaggregate", log_prints=True)
@@ -80,8 +138,10 @@ async def reaggregate(
     quorum: int | None = None,
     min_votes: int | None = None,
     suite: str | None = None,
+    consensus: list[str] | None = None,
+    calibration: str | None = None,
 ) -> dict[str, Any]:
-    """Recompute RUN's consensus with QUORUM and MIN_VOTES into a new run; calls no judge."""
+    """Recompute RUN's consensus with a new rule and quorum into a new run; calls no judge."""
     logger = get_run_logger()
     store = Store(db)
     store.migrate()
@@ -96,6 +156,8 @@ async def reaggregate(
             f"--min-votes {min_votes} does not fit a panel of {source.n_judges} judges: "
             f"it must be between 1 and {source.n_judges}"
         )
+    panel = parse_panel(source.panel, f"run {run_id}")
+    rule = choose_rule(store, source, panel, consensus, calibration, min_votes)
     new_id = new_run_id()
     store.create_run(
         replace(
@@ -113,32 +175,37 @@ async def reaggregate(
                 "source_run_id": run_id,
                 "quorum": needed,
                 "min_votes": min_votes,
+                "consensus": list(consensus or []),
+                "calibration": calibration,
             },
             flow_run_id=str(flow_run.get_id() or "") or None,
             error=None,
+            consensus=rule.to_dict(),
         )
     )
     try:
         copy_run_rows(store, run_id, new_id)
         variable = _text_variable(source, store)
         texts = {item.item_id: item.text(variable) for item in store.load_items(new_id)}
-        consensus = recompute(
-            store.load_judgments(new_id), texts, source.n_judges, needed, min_votes
+        results, fitted = recompute(
+            store.load_judgments(new_id),
+            texts,
+            source.n_judges,
+            needed,
+            rule,
+            [j.id for j in panel.judges],
         )
-        store.insert_consensus(new_id, consensus)
+        store.replace_consensus(new_id, results, fitted.to_dict())
     except BaseException as error:
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")
         raise
     store.finish_run(new_id, "completed")
     logger.info(
-        "run %s: consensus of %s recomputed (quorum %s, min_votes %s)",
-        new_id,
-        run_id,
-        needed,
-        min_votes if min_votes is not None else "majority",
+        "run %s: consensus of %s recomputed (quorum %s; %s)", new_id, run_id, needed, fitted
     )
     summary = store.run_summary(new_id)
     summary.update(run_id=new_id, parent_run_id=run_id, db=str(store.path), quorum=needed)
     summary["min_votes"] = min_votes
+    summary["consensus"] = str(fitted)
     await publish_run_artifacts(store, new_id)
     return summary

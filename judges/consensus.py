@@ -1,27 +1,42 @@
-"""Combine a panel's judgments on one item: scores by median, flagged spans by character votes.
+"""Combine a panel's judgments on one item under a named :class:`ConsensusRule`.
 
-Pure functions over the records of :mod:`judges.records`; no I/O.
-
-The rules (the user-facing contract):
+Pure functions over the records of :mod:`judges.records`; no I/O. The rules themselves
+(median, majority, union, Dawid–Skene, ...) live in :mod:`judges.reducers`; this module
+applies them to one item. The contract:
 
 - only *scored* judgments count: a failed or unparseable judge (score None) neither answers
   nor votes;
-- the consensus score is the median of the scored judges, and the verdict is
-  ``median > VERDICT_THRESHOLD`` (strict, so an even split is not a majority);
-- a character is flagged when more than half of the answering span judges mark it (score-only
-  judges have no say on spans; unanchored spans have no offsets to vote with);
-- runs of flagged characters are snapped outwards to word boundaries, so a consensus span
+- the consensus score is the rule's score reducer over the scored judges (default: median);
+- characters are marked by the rule's span reducer over the answering span judges (default:
+  a strict majority of them); score-only judges have no say on spans, unanchored spans have
+  no offsets to vote with, and ambiguous anchors (a string found at several places) are a
+  guess, so they do not vote either;
+- runs of marked characters are snapped outwards to word boundaries, so a consensus span
   never starts or ends inside a word;
+- the verdict is the rule's verdict rule: by default, for a panel of span judges,
+  "hallucinated iff the consensus has a span" (so verdict and spans never contradict), with
+  ``unlocalised`` set when a majority of the judges said hallucinated but no character won;
+  for other panels a strict majority of the judges' own verdicts (a tie is clean);
 - below the quorum (default: a majority of the panel) there is no consensus at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from judges.records import VERDICT_THRESHOLD, Consensus, ConsensusSpan, Judgment
+from judges.records import Consensus, ConsensusSpan, Judgment
+from judges.reducers import (
+    DEFAULT_RULE,
+    Ballot,
+    ConsensusRule,
+    RuleRef,
+    decide_verdict,
+    reduce_score,
+    reduce_spans,
+)
 
 Run = tuple[int, int]
 """A half-open character range ``[start, end)``."""
@@ -60,23 +75,17 @@ def resolve_quorum(n_judges: int, quorum: int | None) -> int:
     return quorum
 
 
-def character_votes(spans_per_judge: Sequence[Sequence[Run]], length: int) -> np.ndarray:
-    """How many judges mark each character of a text of ``length`` characters.
+def coverage(spans_per_judge: Sequence[Sequence[Run]], length: int) -> np.ndarray:
+    """Which characters each judge marks: a bool matrix ``(n_judges, length)``.
 
     Offsets are clipped to ``[0, length]`` (a judge cannot vote outside the text) and empty
-    spans are ignored. A judge whose spans overlap still casts one vote per character.
+    spans are ignored; overlapping spans of one judge still mark a character once.
 
-    >>> character_votes([[(0, 3)], [(2, 5), (1, 4)]], 6).tolist()
-    [1, 2, 2, 1, 1, 0]
-    >>> character_votes([[(-2, 2), (4, 99)]], 5).tolist()
-    [1, 1, 0, 0, 1]
-    >>> character_votes([], 3).tolist()
-    [0, 0, 0]
+    >>> coverage([[(0, 3)], [(2, 5), (1, 4)]], 6).astype(int).tolist()
+    [[1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 0]]
     """
     length = max(int(length), 0)
     n_voters = len(spans_per_judge)
-    if n_voters == 0 or length == 0:
-        return np.zeros(length, dtype=np.int64)
     owners: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -85,20 +94,32 @@ def character_votes(spans_per_judge: Sequence[Sequence[Run]], length: int) -> np
             owners.append(judge)
             starts.append(start)
             ends.append(end)
-    if not owners:
-        return np.zeros(length, dtype=np.int64)
+    if not owners or length == 0:
+        return np.zeros((n_voters, length), dtype=bool)
     owner = np.asarray(owners, dtype=np.int64)
     start_at = np.clip(np.asarray(starts, dtype=np.int64), 0, length)
     end_at = np.clip(np.asarray(ends, dtype=np.int64), 0, length)
     keep = start_at < end_at
     owner, start_at, end_at = owner[keep], start_at[keep], end_at[keep]
     # One difference row per judge: its cumulative sum is how many of that judge's spans
-    # cover each character, and capping that at 1 makes overlapping spans count once.
+    # cover each character, and "> 0" makes overlapping spans count once.
     diff = np.zeros((n_voters, length + 1), dtype=np.int64)
     np.add.at(diff, (owner, start_at), 1)
     np.add.at(diff, (owner, end_at), -1)
-    covered = np.cumsum(diff[:, :length], axis=1) > 0
-    return covered.sum(axis=0, dtype=np.int64)
+    return np.asarray(np.cumsum(diff[:, :length], axis=1) > 0)
+
+
+def character_votes(spans_per_judge: Sequence[Sequence[Run]], length: int) -> np.ndarray:
+    """How many judges mark each character of a text of ``length`` characters.
+
+    >>> character_votes([[(0, 3)], [(2, 5), (1, 4)]], 6).tolist()
+    [1, 2, 2, 1, 1, 0]
+    >>> character_votes([[(-2, 2), (4, 99)]], 5).tolist()
+    [1, 1, 0, 0, 1]
+    >>> character_votes([], 3).tolist()
+    [0, 0, 0]
+    """
+    return coverage(spans_per_judge, length).sum(axis=0, dtype=np.int64)
 
 
 def majority_runs(votes: np.ndarray, n_voters: int, min_votes: int | None = None) -> list[Run]:
@@ -119,7 +140,16 @@ def majority_runs(votes: np.ndarray, n_voters: int, min_votes: int | None = None
     """
     if n_voters <= 0:
         return []
-    flagged = _flagged(votes, n_voters, min_votes)
+    return flagged_runs(_flagged(votes, n_voters, min_votes))
+
+
+def flagged_runs(flagged: np.ndarray) -> list[Run]:
+    """Maximal runs of True in a bool vector.
+
+    >>> import numpy as np
+    >>> flagged_runs(np.array([False, True, True, False, True]))
+    [(1, 3), (4, 5)]
+    """
     # Padding with False on both sides makes every run open with +1 and close with -1.
     edges = np.diff(np.concatenate(([False], flagged, [False])).astype(np.int8))
     run_starts = np.flatnonzero(edges == 1)
@@ -191,18 +221,30 @@ def snap_to_words(runs: Iterable[Run], text: str) -> list[Run]:
 def consensus_spans(
     votes: np.ndarray, n_voters: int, text: str, min_votes: int | None = None
 ) -> tuple[ConsensusSpan, ...]:
-    """The panel's spans: majority runs of ``votes``, snapped to words and merged.
+    """The panel's spans by character majority (or ``>= min_votes``), snapped to words.
 
     >>> import numpy as np
     >>> [(s.text, s.votes, s.min_votes) for s in consensus_spans(
     ...     np.array([0, 0, 0, 0, 2, 3, 0, 0, 0]), 3, "in 1889 ")]
     [('1889', 3, 2)]
     """
-    flagged = _flagged(votes, n_voters, min_votes)
+    return spans_from_flags(_flagged(votes, n_voters, min_votes), votes, text)
+
+
+def spans_from_flags(
+    flagged: np.ndarray, votes: np.ndarray, text: str
+) -> tuple[ConsensusSpan, ...]:
+    """Runs of ``flagged`` characters, snapped to words and merged, with their vote counts.
+
+    >>> import numpy as np
+    >>> [(s.text, s.votes) for s in spans_from_flags(
+    ...     np.array([0, 0, 0, 1, 1, 0], bool), np.array([0, 0, 0, 1, 2, 0]), "a bcd ")]
+    [('bcd', 2)]
+    """
     spans: list[ConsensusSpan] = []
-    for start, end in snap_to_words(majority_runs(votes, n_voters, min_votes), text):
-        # The counts come from the majority characters only: the word-snapped margins
-        # were not voted for by a majority and would drag min_votes below it.
+    for start, end in snap_to_words(flagged_runs(flagged), text):
+        # The counts come from the flagged characters only: the word-snapped margins were
+        # not voted in and would drag min_votes below what the rule asked for.
         inside = votes[start:end][flagged[start:end]]
         spans.append(
             ConsensusSpan(
@@ -217,10 +259,10 @@ def consensus_spans(
 
 
 def _offsets(judgment: Judgment) -> list[Run]:
-    """The offsets of a judgment's anchored spans; unanchored spans have nothing to vote with."""
+    """Offsets of the spans that vote: anchored, and not an ambiguous guess."""
     return [
         (span.char_start, span.char_end)
-        for span in judgment.spans
+        for span in judgment.voting_spans
         if span.char_start is not None and span.char_end is not None
     ]
 
@@ -245,6 +287,19 @@ def _check_judgments(item_id: str, judgments: Sequence[Judgment], n_judges: int)
         )
 
 
+def _rule_for(
+    rule: ConsensusRule, judgments: Sequence[Judgment], min_votes: int | None
+) -> ConsensusRule:
+    if min_votes is not None:
+        if min_votes < 1:
+            raise ValueError(f"min_votes must be at least 1, got {min_votes}")
+        rule = replace(rule, spans=RuleRef("spans", "at_least", float(min_votes)))
+    # Callers resolve "auto" against the whole panel; an item alone decides by the judges
+    # that answered it (an unscored judgment has no say, not even on the rule).
+    scored = [j for j in judgments if j.score is not None]
+    return rule.resolve(bool(scored) and all(j.output_kind == "spans" for j in scored))
+
+
 def item_consensus(
     item_id: str,
     judgments: Sequence[Judgment],
@@ -252,68 +307,80 @@ def item_consensus(
     text: str,
     quorum: int | None = None,
     min_votes: int | None = None,
+    rule: ConsensusRule = DEFAULT_RULE,
 ) -> Consensus:
-    """Combine one item's judgments into the panel's consensus.
+    """Combine one item's judgments into the panel's consensus under ``rule``.
 
     ``n_judges`` is the size of the panel (judges that failed or never ran included) and
     sets the default quorum; ``text`` is the judged text the span offsets refer to.
-    ``min_votes`` (default: a strict majority of the answering span judges) is how many
-    judges must mark a character for it to enter the consensus spans.
+    ``min_votes`` overrides the span rule with ``at_least:min_votes``.
 
     >>> from judges.records import Judgment
     >>> votes = [Judgment("i1", j, "score", s) for j, s in (("a", 0.2), ("b", 0.6), ("c", 0.9))]
     >>> c = item_consensus("i1", votes, n_judges=3, text="")
-    >>> c.status, c.score_median, c.hallucinated
-    ('ok', 0.6, True)
+    >>> c.status, c.score, c.hallucinated, c.verdict_rule
+    ('ok', 0.6, True, 'majority')
     >>> item_consensus("i1", votes[:1], n_judges=3, text="").status
     'insufficient'
     """
     needed = resolve_quorum(n_judges, quorum)
     _check_judgments(item_id, judgments, n_judges)
+    rule = _rule_for(rule, judgments, min_votes)
     scored = [j for j in judgments if j.score is not None]
     span_judges = [j for j in scored if j.output_kind == "spans"]
     n_answered = len(scored)
-    votes = character_votes([_offsets(j) for j in span_judges], len(text))
+    covered = coverage([_offsets(j) for j in span_judges], len(text))
+    votes = covered.sum(axis=0, dtype=np.int64)
     # How far the span judges agree is worth knowing even when no consensus is published.
     chars_any = int(np.count_nonzero(votes))
     chars_all = int(np.count_nonzero(votes == len(span_judges))) if span_judges else 0
+    common = dict(
+        item_id=item_id,
+        n_judges=n_judges,
+        n_answered=n_answered,
+        n_scored=n_answered,
+        n_span_judges=len(span_judges),
+        chars_any=chars_any,
+        chars_all=chars_all,
+        verdict_rule=str(rule.verdict),
+    )
     if n_answered < needed:
         return Consensus(
-            item_id=item_id,
             status="insufficient",
-            n_judges=n_judges,
-            n_answered=n_answered,
-            n_scored=n_answered,
+            score=None,
             score_median=None,
             score_min=None,
             score_max=None,
             score_spread=None,
             hallucinated=None,
-            n_span_judges=len(span_judges),
-            chars_any=chars_any,
-            chars_all=chars_all,
+            **common,  # type: ignore[arg-type]
         )
+    judge_ids = tuple(j.judge_id for j in scored)
+    weights = rule.weight_vector(judge_ids)
     scores = np.asarray([j.score for j in scored], dtype=np.float64)
-    median = float(np.median(scores))
-    low, high = float(scores.min()), float(scores.max())
     spans: tuple[ConsensusSpan, ...] = ()
     if span_judges:
-        spans = consensus_spans(votes, len(span_judges), text, min_votes)
+        span_ids = [j.judge_id for j in span_judges]
+        flagged = reduce_spans(rule, covered, rule.span_weight_vector(span_ids), span_ids)
+        spans = spans_from_flags(flagged, votes, text)
+    verdicts = np.asarray([bool(j.verdict) for j in scored], dtype=bool)
+    score = reduce_score(rule, scores, weights)
+    ballot = Ballot(judge_ids, verdicts, weights, score, bool(spans), rule.verdict_fit)
+    hallucinated = decide_verdict(rule, ballot)
+    # Judges agree something is wrong but not where: said apart, never turned into a span.
+    majority_says = bool(verdicts.sum() * 2 > verdicts.size)
+    unlocalised = bool(span_judges) and not spans and (hallucinated or majority_says)
     return Consensus(
-        item_id=item_id,
         status="ok",
-        n_judges=n_judges,
-        n_answered=n_answered,
-        n_scored=n_answered,
-        score_median=median,
-        score_min=low,
-        score_max=high,
-        score_spread=high - low,
-        hallucinated=median > VERDICT_THRESHOLD,
-        n_span_judges=len(span_judges),
+        score=score,
+        score_median=float(np.median(scores)),
+        score_min=float(scores.min()),
+        score_max=float(scores.max()),
+        score_spread=float(scores.max() - scores.min()),
+        hallucinated=hallucinated,
         spans=spans,
-        chars_any=chars_any,
-        chars_all=chars_all,
+        unlocalised=unlocalised,
+        **common,  # type: ignore[arg-type]
     )
 
 
@@ -322,6 +389,7 @@ def panel_consensus(
     texts: Mapping[str, str],
     n_judges: int,
     quorum: int | None = None,
+    rule: ConsensusRule = DEFAULT_RULE,
 ) -> list[Consensus]:
     """The consensus of every item, in the order of ``judgments_by_item``.
 
@@ -336,6 +404,6 @@ def panel_consensus(
         shown = ", ".join(repr(m) for m in missing[:5])
         raise ValueError(f"no judged text for {len(missing)} item(s): {shown}")
     return [
-        item_consensus(item_id, judgments, n_judges, texts[item_id], quorum)
+        item_consensus(item_id, judgments, n_judges, texts[item_id], quorum, rule=rule)
         for item_id, judgments in judgments_by_item.items()
     ]

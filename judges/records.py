@@ -13,22 +13,29 @@ from typing import Literal
 OutputKind = Literal["score", "spans"]
 """What a judge returns: a 0-1 score, or a list of flagged spans (whose score is 1 if any)."""
 
-MatchKind = Literal["exact", "repeat", "normalized", "fuzzy", "unmatched", "detector"]
+MatchKind = Literal[
+    "exact", "repeat", "normalized", "fuzzy", "ambiguous", "unmatched", "detector"
+]
 """How a span was located in the judged text.
 
 - ``exact``: the first occurrence of the judge's string, character for character;
 - ``repeat``: the k-th repeat of a string in the judge's list, anchored to its k-th occurrence;
 - ``normalized``: equal after folding whitespace, case, curly quotes and trailing punctuation;
 - ``fuzzy``: best approximate match above the similarity threshold;
+- ``ambiguous``: the string occurs at several places and nothing says which one the judge
+  meant; anchored to the first for display, but it casts no vote in the consensus (a guess
+  must not vote as if it were certain);
 - ``unmatched``: not found; stored but left out of the consensus;
 - ``detector``: produced with offsets by an offline detector, nothing to anchor.
 """
 
 VERDICT_THRESHOLD = 0.5
-"""A score strictly above this is a 'hallucinated' verdict.
+"""The default verdict threshold: a score at or above it is a 'hallucinated' verdict.
 
-Strict, so that for span-only judges (score 0 or 1) an even split is not a majority, the
-same rule the character-vote consensus uses.
+Prompts declare their own in ``prompts/catalog.yaml`` (the score prompt: 0.3, "one minor
+unsupported elaboration"), and a panel can override it per judge. Span judges score 1.0
+when they flagged at least one anchored span and 0.0 otherwise, so for them the verdict is
+"flagged an anchored span" whatever the threshold in (0, 1].
 """
 
 
@@ -98,12 +105,16 @@ class Judgment:
     attempts: int = 1
     cache_key: str | None = None
     cached: bool = False
+    verdict_threshold: float = VERDICT_THRESHOLD
+    """A score at or above this is a 'hallucinated' verdict (the prompt's, or the panel's)."""
 
     def __post_init__(self) -> None:
         if self.score is None and not self.unscored_reason:
             raise ValueError("an unscored judgment must say why (unscored_reason)")
         if self.score is not None and not 0.0 <= self.score <= 1.0:
             raise ValueError(f"score {self.score!r} is outside [0, 1]")
+        if not 0.0 < self.verdict_threshold <= 1.0:
+            raise ValueError(f"verdict threshold {self.verdict_threshold!r} is outside (0, 1]")
 
     @property
     def scored(self) -> bool:
@@ -111,11 +122,16 @@ class Judgment:
 
     @property
     def verdict(self) -> bool | None:
-        return None if self.score is None else self.score > VERDICT_THRESHOLD
+        return None if self.score is None else self.score >= self.verdict_threshold
 
     @property
     def anchored_spans(self) -> tuple[Span, ...]:
         return tuple(s for s in self.spans if s.anchored)
+
+    @property
+    def voting_spans(self) -> tuple[Span, ...]:
+        """Spans whose offsets are certain enough to vote: anchored and not ambiguous."""
+        return tuple(s for s in self.spans if s.anchored and s.match != "ambiguous")
 
 
 def unscored(
@@ -160,6 +176,8 @@ class Consensus:
     n_judges: int
     n_answered: int
     n_scored: int
+    score: float | None
+    """The consensus score: the rule's score reducer (median by default)."""
     score_median: float | None
     score_min: float | None
     score_max: float | None
@@ -171,3 +189,12 @@ class Consensus:
     """Characters of the text that at least one answering span judge marked."""
     chars_all: int = 0
     """Characters that every answering span judge marked (with chars_any: span agreement)."""
+    verdict_rule: str | None = None
+    """The verdict rule that decided ``hallucinated`` (``spans``, ``majority``, ...)."""
+    unlocalised: bool = False
+    """The judges agree something is wrong but no character won the span vote."""
+
+    @property
+    def contradicts(self) -> bool:
+        """A clean verdict with consensus spans: the rule let the two disagree."""
+        return self.hallucinated is False and bool(self.spans)

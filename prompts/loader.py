@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from judges.records import OutputKind
+from judges.records import VERDICT_THRESHOLD, OutputKind
 
 _SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t]*$", re.MULTILINE)
 
@@ -34,6 +34,8 @@ class PromptTemplate:
     variables: tuple[str, ...]
     span_variable: str | None
     description: str = ""
+    verdict_threshold: float = VERDICT_THRESHOLD
+    """A score at or above this is a 'hallucinated' verdict (declared in the catalogue)."""
 
     @property
     def sha256(self) -> str:
@@ -121,6 +123,7 @@ def _load(base: str) -> PromptTemplate:
         variables=tuple(entry["variables"]),
         span_variable=entry.get("span_variable"),
         description=str(entry.get("description", "")),
+        verdict_threshold=float(entry.get("verdict_threshold", VERDICT_THRESHOLD)),
     )
     slots = set(_SLOT_LINE.findall(text))
     if slots != set(template.variables):

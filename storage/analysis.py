@@ -351,3 +351,78 @@ def judge_accuracy_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
         "SELECT * FROM judge_accuracy WHERE run_id = ? ORDER BY judge_id", [run_id]
     )
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+# -- calibration -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRows:
+    """A labelled run as rows, for :func:`flows.calibrate.calibration_data`."""
+
+    info: RunInfo
+    judge_ids: list[str]
+    output_kinds: dict[str, str]
+    item_ids: list[str]
+    texts: list[str]
+    groups: list[str]
+    group_column: str | None
+    judgments: list[tuple[str, str, float | None, bool | None]]
+    """(item_id, judge_id, score, verdict)."""
+    spans: list[tuple[str, str, int, int]]
+    """Voting spans (anchored, not ambiguous): (item_id, judge_id, start, end)."""
+    gold_hallucinated: list[bool | None]
+    gold_spans: list[Spans | None]
+
+
+GROUP_COLUMNS = ("group", "source_id", "source")
+"""Item metadata columns that name a response's source, tried in this order."""
+
+
+def calibration_rows(store: Store, run_id: str, group_column: str | None) -> CalibrationRows:
+    data = load_run_data(store, run_id)
+    rid = data.info.run_id
+    with store.read() as con:
+        items = con.execute(
+            "SELECT item_id, coalesce(variables->>'response', variables->>'output', ''), "
+            "metadata FROM items WHERE run_id = ? ORDER BY row_number, item_id",
+            [rid],
+        ).fetchall()
+        judgments = con.execute(
+            "SELECT item_id, judge_id, score, verdict FROM judgments WHERE run_id = ?", [rid]
+        ).fetchall()
+        spans = con.execute(
+            "SELECT s.item_id, s.judge_id, s.char_start, s.char_end FROM judgment_spans s "
+            "JOIN judgments j USING (run_id, item_id, judge_id) "
+            "WHERE s.run_id = ? AND j.score IS NOT NULL AND s.char_start IS NOT NULL "
+            "AND s.char_end > s.char_start AND s.match_kind <> 'ambiguous'",
+            [rid],
+        ).fetchall()
+    metadata = [json.loads(m) if isinstance(m, str) else (m or {}) for _, _, m in items]
+    if group_column is None:
+        present = {key for m in metadata for key in m}
+        group_column = next((c for c in GROUP_COLUMNS if c in present), None)
+    elif not any(group_column in m for m in metadata):
+        known = sorted({key for m in metadata for key in m})
+        raise RunNotFound(
+            f"--group {group_column}: the run's items have no such column "
+            f"(item columns kept: {', '.join(known) or 'none'})"
+        )
+    groups = [
+        str(m.get(group_column, item_id)) if group_column else str(item_id)
+        for (item_id, _, _), m in zip(items, metadata, strict=True)
+    ]
+    gold_h = [None if np.isnan(g) else bool(g) for g in data.gold_hallucinated]
+    return CalibrationRows(
+        info=data.info,
+        judge_ids=data.judge_ids,
+        output_kinds=data.output_kinds,
+        item_ids=[str(r[0]) for r in items],
+        texts=[str(r[1]) for r in items],
+        groups=groups,
+        group_column=group_column,
+        judgments=[(str(a), str(b), c, d) for a, b, c, d in judgments],
+        spans=[(str(a), str(b), int(c), int(d)) for a, b, c, d in spans],
+        gold_hallucinated=gold_h,
+        gold_spans=data.gold_spans,
+    )

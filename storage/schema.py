@@ -146,6 +146,47 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
 )
 
+MIGRATIONS += (
+    (
+        3,
+        """
+        -- Named consensus rules (issue 9): the rule a run's consensus was made with, each
+        -- judge's verdict threshold, and what the rule decided per item.
+        ALTER TABLE runs ADD COLUMN consensus JSON;
+        ALTER TABLE judgments ADD COLUMN verdict_threshold DOUBLE;
+        ALTER TABLE consensus ADD COLUMN score DOUBLE;          -- the rule's consensus score
+        ALTER TABLE consensus ADD COLUMN verdict_rule VARCHAR;  -- spans | majority | score:T ...
+        ALTER TABLE consensus ADD COLUMN unlocalised BOOLEAN DEFAULT false;
+        UPDATE consensus SET score = score_median, verdict_rule = 'majority'
+            WHERE score IS NULL;
+        UPDATE judgments SET verdict_threshold = 0.5 WHERE verdict_threshold IS NULL;
+        CREATE TABLE calibrations (
+            name VARCHAR PRIMARY KEY,
+            created_at TIMESTAMPTZ NOT NULL,
+            run_id VARCHAR NOT NULL,          -- the labelled run it was fitted on
+            rule JSON NOT NULL,               -- the consensus rule chosen, weights included
+            folds INTEGER NOT NULL,
+            group_column VARCHAR,             -- items of one group never straddle folds
+            seed INTEGER NOT NULL,
+            report JSON NOT NULL              -- out-of-fold P/R/F1 of the rule, default, judges
+        );
+        CREATE TABLE judge_reliability (
+            run_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            level VARCHAR NOT NULL,           -- verdicts | characters
+            method VARCHAR NOT NULL,          -- dawid_skene (no labels) | gold (human labels)
+            sensitivity DOUBLE,
+            specificity DOUBLE,
+            prevalence DOUBLE,
+            n_units BIGINT NOT NULL,
+            effective_panel_size DOUBLE,      -- how independent the judges' errors look
+            note VARCHAR,
+            PRIMARY KEY (run_id, judge_id, level, method)
+        );
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -158,4 +199,6 @@ TABLES = (
     "consensus_spans",
     "comparisons",
     "comparison_judges",
+    "calibrations",
+    "judge_reliability",
 )

@@ -45,17 +45,46 @@ class RunRecord:
     parameters: dict[str, Any] | None = None
     flow_run_id: str | None = None
     error: str | None = None
+    consensus: dict[str, Any] | None = None
+    """The consensus rule (``ConsensusRule.to_dict()``) the run's consensus was made with."""
 
 
 _RUN_COLUMNS = (
     "run_id, kind, suite, status, started_at, finished_at, dataset, panel_name, panel, "
-    "prompts, quorum, n_judges, parent_run_id, parameters, flow_run_id, error"
+    "prompts, quorum, n_judges, parent_run_id, parameters, flow_run_id, error, consensus"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRecord:
+    name: str
+    created_at: datetime
+    run_id: str
+    rule: dict[str, Any]
+    folds: int
+    group_column: str | None
+    seed: int
+    report: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReliabilityRow:
+    """One judge's estimated reliability in a run (``judge_reliability``)."""
+
+    judge_id: str
+    level: str
+    method: str
+    sensitivity: float | None
+    specificity: float | None
+    prevalence: float | None
+    n_units: int
+    effective_panel_size: float | None = None
+    note: str | None = None
 
 
 def _run_from_row(row: Sequence[Any]) -> RunRecord:
     values = list(row)
-    for index in (8, 9, 13):
+    for index in (8, 9, 13, 16):
         if isinstance(values[index], str):
             values[index] = json.loads(values[index])
     return RunRecord(*values)
@@ -132,7 +161,7 @@ class Store:
         with self.write() as con:
             con.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     run.run_id,
                     run.kind,
@@ -150,6 +179,7 @@ class Store:
                     json.dumps(run.parameters) if run.parameters is not None else None,
                     run.flow_run_id,
                     run.error,
+                    json.dumps(run.consensus) if run.consensus is not None else None,
                 ],
             )
 
@@ -307,6 +337,80 @@ class Store:
             with self.write() as con:
                 _insert_consensus(con, run_id, results)
 
+    def replace_consensus(
+        self, run_id: str, results: Sequence[Consensus], rule: dict[str, Any]
+    ) -> None:
+        """A run's whole consensus made again (a rule fitted over the run), in one transaction."""
+        with self.write() as con:
+            con.execute("DELETE FROM consensus_spans WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM consensus WHERE run_id = ?", [run_id])
+            if results:
+                _insert_consensus(con, run_id, results)
+            con.execute(
+                "UPDATE runs SET consensus = ? WHERE run_id = ?", [json.dumps(rule), run_id]
+            )
+
+    # -- calibrations and reliability -------------------------------------------------------
+
+    def save_calibration(self, record: CalibrationRecord) -> None:
+        """Store a named calibration; a name used before is replaced (the newest fit wins)."""
+        with self.write() as con:
+            con.execute("DELETE FROM calibrations WHERE name = ?", [record.name])
+            con.execute(
+                "INSERT INTO calibrations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    record.name,
+                    record.created_at,
+                    record.run_id,
+                    json.dumps(record.rule),
+                    record.folds,
+                    record.group_column,
+                    record.seed,
+                    json.dumps(record.report),
+                ],
+            )
+
+    def get_calibration(self, name: str) -> CalibrationRecord | None:
+        with self.read() as con:
+            row = con.execute(
+                "SELECT name, created_at, run_id, rule, folds, group_column, seed, report "
+                "FROM calibrations WHERE name = ?",
+                [name],
+            ).fetchone()
+        if row is None:
+            return None
+        values = list(row)
+        values[3], values[7] = json.loads(values[3]), json.loads(values[7])
+        return CalibrationRecord(*values)
+
+    def calibration_names(self) -> list[str]:
+        with self.read() as con:
+            rows = con.execute("SELECT name FROM calibrations ORDER BY name").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def save_reliability(self, run_id: str, rows: Sequence[ReliabilityRow]) -> None:
+        with self.write() as con:
+            con.execute("DELETE FROM judge_reliability WHERE run_id = ?", [run_id])
+            if rows:
+                con.executemany(
+                    "INSERT INTO judge_reliability VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        [run_id, r.judge_id, r.level, r.method, r.sensitivity, r.specificity]
+                        + [r.prevalence, r.n_units, r.effective_panel_size, r.note]
+                        for r in rows
+                    ],
+                )
+
+    def reliability(self, run_id: str) -> list[ReliabilityRow]:
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT judge_id, level, method, sensitivity, specificity, prevalence, n_units, "
+                "effective_panel_size, note FROM judge_reliability WHERE run_id = ? "
+                "ORDER BY level DESC, method, judge_id",
+                [run_id],
+            ).fetchall()
+        return [ReliabilityRow(*r) for r in rows]
+
     # -- reading back -------------------------------------------------------------------
 
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[list[str], list[tuple]]:
@@ -380,7 +484,7 @@ def _insert_judgments(
     con: duckdb.DuckDBPyConnection, run_id: str, judgments: Sequence[Judgment]
 ) -> None:
     judgment_table, span_table = judgment_tables(run_id, judgments)
-    _append(con, "judgments", judgment_table, select="*, current_timestamp")
+    _append(con, "judgments", judgment_table)
     _append(con, "judgment_spans", span_table)
 
 
@@ -403,7 +507,9 @@ def _append(
     con.register("incoming_rows", rows)
     try:
         verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
-        con.execute(f"{verb} INTO {table} SELECT {select} FROM incoming_rows")
+        # BY NAME: columns added by later migrations sit at the end of the table, wherever
+        # the Arrow table has them; columns it leaves out take their defaults.
+        con.execute(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming_rows")
     finally:
         con.unregister("incoming_rows")
 
@@ -432,6 +538,7 @@ _JUDGMENT_FIELDS = [
     "cache_key",
     "cached",
     "created_at",
+    "verdict_threshold",
 ]
 
 
@@ -458,6 +565,7 @@ class _JudgmentRow:
     cache_key: str | None
     cached: bool
     created_at: Any
+    verdict_threshold: float | None
 
     def to_judgment(self, spans: tuple[Span, ...]) -> Judgment:
         return Judgment(
@@ -478,6 +586,9 @@ class _JudgmentRow:
             attempts=self.attempts,
             cache_key=self.cache_key,
             cached=self.cached,
+            verdict_threshold=(
+                self.verdict_threshold if self.verdict_threshold is not None else 0.5
+            ),
         )
 
 
@@ -541,6 +652,9 @@ def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Tabl
             "attempts": pa.array([j.attempts for j in judgments], pa.int32()),
             "cache_key": pa.array([j.cache_key for j in judgments], pa.string()),
             "cached": pa.array([j.cached for j in judgments], pa.bool_()),
+            "verdict_threshold": pa.array(
+                [j.verdict_threshold for j in judgments], pa.float64()
+            ),
         }
     )
     span_rows = [
@@ -581,6 +695,9 @@ def consensus_tables(run_id: str, results: Sequence[Consensus]) -> tuple[pa.Tabl
             "hallucinated": pa.array([c.hallucinated for c in results], pa.bool_()),
             "chars_any": pa.array([c.chars_any for c in results], pa.int32()),
             "chars_all": pa.array([c.chars_all for c in results], pa.int32()),
+            "score": pa.array([c.score for c in results], pa.float64()),
+            "verdict_rule": pa.array([c.verdict_rule for c in results], pa.string()),
+            "unlocalised": pa.array([c.unlocalised for c in results], pa.bool_()),
         }
     )
     span_rows = [(c.item_id, i, s) for c in results for i, s in enumerate(c.spans)]

@@ -233,9 +233,14 @@ def test_unanchored_spans_do_not_vote() -> None:
         Judgment(ITEM, "c", "spans", 1.0, spans=(span_at(None, None),)),
     ]
     c = item_consensus(ITEM, judgments, n_judges=3, text=text)
-    assert c.hallucinated is True
+    # A span panel is hallucinated iff its consensus has a span; all three judges say
+    # something is wrong, none agree where: unlocalised, never a contradiction.
+    assert c.hallucinated is False
+    assert c.unlocalised is True
+    assert c.verdict_rule == "spans"
     assert c.n_span_judges == 3
     assert c.spans == ()
+    assert not c.contradicts
 
 
 def test_failed_span_judge_does_not_vote() -> None:
@@ -389,7 +394,25 @@ def test_median_is_within_min_and_max(scores: list[float]) -> None:
     assert c.score_min is not None and c.score_max is not None and c.score_median is not None
     assert c.score_min <= c.score_median <= c.score_max
     assert c.score_spread == c.score_max - c.score_min
-    assert c.hallucinated == (c.score_median > 0.5)
+    # A strict majority of the judges' own verdicts (score >= 0.5): on an odd panel that is
+    # "median >= 0.5"; on an even one a tie is clean.
+    assert c.hallucinated == (2 * sum(s >= 0.5 for s in scores) > len(scores))
+    if len(scores) % 2:
+        assert c.hallucinated == (c.score_median >= 0.5)
+
+
+def test_an_even_split_of_continuous_scores_is_not_a_majority() -> None:
+    # Two judges at 0.0 and two at 0.6 under the score prompt's 0.3 threshold: the median is
+    # 0.3, "at the threshold", yet only half the panel called it hallucinated.
+    judgments = [
+        Judgment(ITEM, f"j{i}", "score", s, verdict_threshold=0.3)
+        for i, s in enumerate((0.0, 0.0, 0.6, 0.6))
+    ]
+    c = item_consensus(ITEM, judgments, 4, "")
+    assert c.score_median == pytest.approx(0.3)
+    assert c.hallucinated is False
+    tipped = [*judgments[1:], Judgment(ITEM, "j4", "score", 0.3, verdict_threshold=0.3)]
+    assert item_consensus(ITEM, tipped, 4, "").hallucinated is True
 
 
 @given(text_and_spans())

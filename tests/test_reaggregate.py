@@ -166,9 +166,16 @@ def test_reaggregate_min_votes_and_quorum_into_a_new_run(evaluated: str, db_path
         assert counts[0] == counts[1] > 0, table
     overview = _rows(db_path, "SELECT items, judgments FROM run_overview WHERE run_id = ?", [new])
     assert overview == [(20, 60)]
-    # min_votes=1 takes every character any judge flagged: at least the majority's
-    assert _span_chars(db_path, new) > _span_chars(db_path, evaluated)
+    # min_votes=1 takes every character any judge flagged: the union the offline panel
+    # already uses, and more than a majority of characters
+    assert _span_chars(db_path, new) == _span_chars(db_path, evaluated)
     assert len(_consensus(db_path, new)) == 20
+    majority = asyncio.run(
+        reaggregate(run_id=evaluated, db=str(db_path), consensus=["spans=majority"])
+    )["run_id"]
+    assert _span_chars(db_path, majority) < _span_chars(db_path, new)
+    rule = _rows(db_path, "SELECT consensus->>'spans' FROM runs WHERE run_id = ?", [majority])
+    assert rule == [("majority",)]
 
 
 @pytest.mark.usefixtures("no_judges")
