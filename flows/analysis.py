@@ -147,15 +147,29 @@ class Scores(_Frozen):
 
 
 class Accuracy(_Frozen):
-    """A judge, or the consensus (``predictor == "consensus"``), against the human labels."""
+    """A judge, or the consensus (``predictor == "consensus"``), against the human labels.
+
+    Over **all** labelled items, RAGTruth style: where the predictor gave no answer (a failed
+    judge, a consensus below quorum) it counts as flagging nothing. ``coverage`` says how
+    many it answered, and the ``*_answered`` figures are over those items only.
+    """
 
     predictor: str
     n_items: int
+    """Items with a human verdict."""
+    n_answered: int
+    coverage: float | None
+    """n_answered / n_items."""
     response: Scores | None
-    """None when the predictor answered no item that has a human verdict."""
+    """None when no item has a human verdict."""
+    response_answered: Scores | None
     n_span_items: int
+    """Items with human span labels (for a predictor that answers with spans)."""
+    n_span_answered: int
     spans: Scores | None
-    """Character-level, micro over the data set; None without span answers or span labels."""
+    """Character-level, micro over the data set; None for a score-only predictor or without
+    span labels."""
+    spans_answered: Scores | None
 
 
 class AgreementReport(_Frozen):
@@ -207,7 +221,7 @@ def _group(
 ) -> GroupAgreement:
     judges = [data.judge_ids[j] for j in rows]
     scores = data.scores[rows]
-    verdicts = ag.verdicts_from_scores(scores)
+    verdicts = data.verdicts[rows]
     active = ~np.isnan(scores).all(axis=1)
     n_active = int(active.sum())
     spans = [data.spans[j] for j in rows]
@@ -308,7 +322,7 @@ def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
     s = data.scores[j]
     scored = ~np.isnan(s)
     n_scored = int(scored.sum())
-    verdicts = ag.verdicts_from_scores(s)
+    verdicts = data.verdicts[j]
     if n_scored == 0:
         none = "no scored item"
         bias, agree = _na(none), _na(none)
@@ -351,28 +365,51 @@ def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
 
 
 def _accuracy(
-    data: sa.RunData, name: str, verdict: np.ndarray, spans: Sequence[sa.Spans | None]
+    data: sa.RunData,
+    name: str,
+    verdict: np.ndarray,
+    spans: Sequence[sa.Spans | None],
+    span_predictor: bool,
 ) -> Accuracy:
     gold = data.gold_hallucinated
-    usable = ~np.isnan(verdict) & ~np.isnan(gold)
-    response = (
-        Scores.of(gd.response_prf(verdict[usable] > 0.5, gold[usable] > 0.5))
-        if usable.any()
-        else None
-    )
-    pred_spans: list[sa.Spans] = []
-    gold_spans: list[sa.Spans] = []
-    for p, g in zip(spans, data.gold_spans, strict=True):
-        if p is not None and g is not None:
-            pred_spans.append(p)
-            gold_spans.append(g)
+    labelled = ~np.isnan(gold)
+    answered = ~np.isnan(verdict)
+    said = np.nan_to_num(verdict, nan=0.0) > 0.5
+    truth = np.nan_to_num(gold, nan=0.0) > 0.5
+    n_items, n_answered = int(labelled.sum()), int((labelled & answered).sum())
+    response = response_answered = None
+    if n_items:
+        response = Scores.of(gd.response_prf(said[labelled], truth[labelled]))
+        both = labelled & answered
+        if both.any():
+            response_answered = Scores.of(gd.response_prf(said[both], truth[both]))
+    span_all: list[tuple[sa.Spans, sa.Spans]] = []
+    span_answered: list[tuple[sa.Spans, sa.Spans]] = []
+    if span_predictor:
+        for p, g in zip(spans, data.gold_spans, strict=True):
+            if g is None:
+                continue
+            span_all.append((p or [], g))
+            if p is not None:
+                span_answered.append((p, g))
     return Accuracy(
         predictor=name,
-        n_items=int(usable.sum()),
+        n_items=n_items,
+        n_answered=n_answered,
+        coverage=n_answered / n_items if n_items else None,
         response=response,
-        n_span_items=len(pred_spans),
-        spans=Scores.of(gd.span_prf(pred_spans, gold_spans)) if pred_spans else None,
+        response_answered=response_answered,
+        n_span_items=len(span_all),
+        n_span_answered=len(span_answered),
+        spans=_span_scores(span_all),
+        spans_answered=_span_scores(span_answered),
     )
+
+
+def _span_scores(pairs: list[tuple[sa.Spans, sa.Spans]]) -> Scores | None:
+    if not pairs:
+        return None
+    return Scores.of(gd.span_prf([p for p, _ in pairs], [g for _, g in pairs]))
 
 
 def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport:
@@ -406,9 +443,17 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
     accuracy: list[Accuracy] = []
     if gold:
         for j, judge_id in enumerate(data.judge_ids):
-            verdicts = ag.verdicts_from_scores(data.scores[j])
-            accuracy.append(_accuracy(data, judge_id, verdicts, data.spans[j]))
-        accuracy.append(_accuracy(data, "consensus", data.consensus_verdict, data.consensus_spans))
+            span_judge = data.output_kinds[judge_id] == "spans"
+            accuracy.append(_accuracy(data, judge_id, data.verdicts[j], data.spans[j], span_judge))
+        accuracy.append(
+            _accuracy(
+                data,
+                "consensus",
+                data.consensus_verdict,
+                data.consensus_spans,
+                any(s is not None for s in data.consensus_spans),
+            )
+        )
 
     return AgreementReport(
         run_id=data.info.run_id,

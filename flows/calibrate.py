@@ -50,11 +50,11 @@ def calibration_data(rows: CalibrationRows, quorum: int) -> CalibrationData:
             covered[j, offsets[i] : offsets[i + 1]] = coverage([spans], int(lengths[i]))[0]
     gold_chars = np.zeros(n_chars, dtype=bool)
     span_labelled = np.zeros(m, dtype=bool)
-    for i, spans in enumerate(rows.gold_spans):
-        if spans is None:
+    for i, labels in enumerate(rows.gold_spans):
+        if labels is None:
             continue
         span_labelled[i] = True
-        gold_chars[offsets[i] : offsets[i + 1]] = coverage([spans], int(lengths[i]))[0]
+        gold_chars[offsets[i] : offsets[i + 1]] = coverage([labels], int(lengths[i]))[0]
     words = [word_ids(t) for t in rows.texts]
     # Word ids must be unique across items, so that snapping never crosses into another text.
     shift = np.cumsum([0] + [int(w.max()) + 1 if w.size and w.max() >= 0 else 0 for w in words])

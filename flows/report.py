@@ -1,9 +1,22 @@
 """A self-contained HTML report of one run: inline CSS and inline SVG, no script, no network.
 
-Sections: the run summary; each judge's score distribution (SVG histograms); pairwise
-agreement heatmaps (Cohen's kappa on verdicts, character F1 on spans); the disputed items
-with each judge's spans and the consensus highlighted in the judged text (``<mark>``); and
-the regression deltas when the run was compared with a baseline.
+Sections: the run summary; each judge's score distribution (SVG histograms); the panel's
+agreement (group statistics, pairwise heatmaps and table, each judge against the panel,
+accuracy against the human labels); the disputed items with each judge's spans and the
+consensus highlighted in the judged text (``<mark>``); and the regression deltas when the
+run was compared with a baseline.
+
+Where the numbers come from: every agreement, bias and accuracy figure is a field of
+:class:`flows.analysis.AgreementReport`, and the disputed items (which, in what order,
+their measures and spans) are :func:`flows.analysis.disagreements`: the very objects
+``juryflow agreement`` and ``juryflow disagreements`` print, so the report cannot tell a
+different story. Read here directly is only what those do not carry: the run's metadata
+and summary counts, each judge's provider and model, the raw scores behind the
+histograms, and the regression comparison.
+
+The tables are lists of ``(label, cell)`` pairs (:data:`GROUP_METRICS`,
+:data:`PAIR_COLUMNS`, :data:`JUDGE_COLUMNS`, :data:`ACCURACY_COLUMNS`, ...): showing one
+more field of the agreement report is one more pair.
 
 Every value that comes from the data goes through :func:`html.escape`: a response that
 contains markup shows as text and never becomes part of the page.
@@ -13,20 +26,36 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from flows.artifacts import judge_stats
-from flows.reaggregate import _text_variable
-from judges.agreement import merge_spans, pairwise_cohen_kappa, pairwise_span_f1
-from judges.records import Judgment
+from flows.analysis import (
+    Accuracy,
+    AgreementReport,
+    DisputedItem,
+    GroupAgreement,
+    JudgeAnswer,
+    JudgeSummary,
+    PairAgreement,
+    Scores,
+    SpanOut,
+    Stat,
+    agreement_report,
+    disagreements,
+)
+from judges.agreement import merge_spans
 from storage.comparisons import latest_comparison
-from storage.store import Store
+from storage.store import RunRecord, Store
+
+T = TypeVar("T")
+
+Cell = Callable[[T], str]
+"""Renders one table cell (a whole ``<td>``, data escaped) of one row."""
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 MARK_COLOURS = (
@@ -46,11 +75,20 @@ def esc(value: Any) -> str:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
+    """Run metadata and regression figures (not from the agreement report)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
+
+
+# The agreement figures are printed as `juryflow agreement` prints them (fixed decimals,
+# "n/a (why)" for an undefined Stat), so a number can be looked up in either by its text.
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 # ----------------------------------------------------------------------------- SVG charts
@@ -90,9 +128,9 @@ def histogram_svg(scores: Sequence[float], colour: str, title: str, bins: int = 
     return "".join(parts)
 
 
-def _heat_colour(value: float) -> str:
+def _heat_colour(value: float | None) -> str:
     """-1 red, 0 white, +1 blue; grey for undefined."""
-    if math.isnan(value):
+    if value is None or math.isnan(value):
         return "#dddddd"
     v = max(-1.0, min(1.0, value))
     if v >= 0:
@@ -103,7 +141,15 @@ def _heat_colour(value: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
-def heatmap_svg(matrix: np.ndarray, labels: Sequence[str], title: str) -> str:
+@dataclass(frozen=True, slots=True)
+class HeatCell:
+    value: float | None
+    """None = undefined: a grey cell reading n/a."""
+    tooltip: str
+    """What the cell's ``<title>`` says after the two judges (the value, or n/a and why)."""
+
+
+def heatmap_svg(cells: Sequence[Sequence[HeatCell]], labels: Sequence[str], title: str) -> str:
     n = len(labels)
     cell, left, top = 56, 110, 40
     width, height = left + n * cell + 10, top + n * cell + 10
@@ -123,14 +169,15 @@ def heatmap_svg(matrix: np.ndarray, labels: Sequence[str], title: str) -> str:
             f'<text x="{x:.0f}" y="{top - 6}" text-anchor="middle" class="tick">{esc(label)}</text>'
         )
         for j in range(n):
-            value = float(matrix[i, j])
+            value = cells[i][j].value
+            shade = "cell light" if value is not None and abs(value) > 0.6 else "cell"
             parts.append(
                 f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 2}" '
                 f'height="{cell - 2}" fill="{_heat_colour(value)}"><title>{esc(labels[i])} / '
-                f"{esc(labels[j])}: {fmt(value)}</title></rect>"
+                f"{esc(labels[j])}: {esc(cells[i][j].tooltip)}</title></rect>"
                 f'<text x="{left + j * cell + cell / 2 - 1:.0f}" '
                 f'y="{top + i * cell + cell / 2 + 4:.0f}" text-anchor="middle" '
-                f'class="{"cell light" if abs(value) > 0.6 else "cell"}">{fmt(value, 2)}</text>'
+                f'class="{shade}">{"n/a" if value is None else _num(value, 2)}</text>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -192,96 +239,213 @@ def highlight(text: str, spans: Sequence[tuple[int, int]], css_class: str, label
     return "".join(out)
 
 
+def _offsets(spans: Sequence[SpanOut]) -> list[tuple[int, int]]:
+    return [(s.start, s.end) for s in spans if s.start is not None and s.end is not None]
+
+
 # ------------------------------------------------------------------------------ the data
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class JudgeMeta:
+    """What the run recorded about a judge besides its answers."""
+
+    provider: str | None
+    model: str | None
+    judgments: int
+    cost_usd: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class ReportData:
-    run: Any
+    run: RunRecord
     summary: dict[str, Any]
-    judges: list[str]
-    stats: list[dict[str, Any]]
-    judgments: dict[str, dict[str, Judgment]]
-    """item id -> judge id -> judgment."""
-    consensus: dict[str, dict[str, Any]]
-    consensus_spans: dict[str, list[tuple[int, int]]]
-    texts: dict[str, str]
-    gold: dict[str, tuple[bool | None, list[tuple[int, int]]]]
+    """``Store.run_summary``: counts, consensus hallucination rate, cost."""
+    agreement: AgreementReport
+    disputed: list[DisputedItem]
+    judge_meta: dict[str, JudgeMeta]
+    scores: dict[str, list[float]]
+    """Judge id -> its raw scores, for the histograms."""
+    consensus_medians: list[float]
     comparison: dict[str, Any] | None
-    agreement: dict[str, Any] | None = None
-    """``flows.analysis.agreement_report`` as JSON, when that module is available."""
+
+    @property
+    def judges(self) -> list[str]:
+        """The judges in panel order, as the agreement report has them."""
+        return self.agreement.judges
 
 
-def _agreement_report(store: Store, run_id: str) -> dict[str, Any] | None:
-    try:
-        from flows.analysis import agreement_report
+def _judge_meta(store: Store, run_id: str) -> dict[str, JudgeMeta]:
+    _, rows = store.query(
+        "SELECT judge_id, any_value(provider), any_value(model), count(*), sum(cost_usd) "
+        "FROM judgments WHERE run_id = ? GROUP BY judge_id",
+        [run_id],
+    )
+    return {
+        str(judge_id): JudgeMeta(provider, model, int(n), None if cost is None else float(cost))
+        for judge_id, provider, model, n, cost in rows
+    }
 
-        report: dict[str, Any] = agreement_report(store, run_id).model_dump(mode="json")
-    except Exception:  # the report still shows the heatmaps computed here
-        return None
-    return report
+
+def _raw_scores(store: Store, run_id: str) -> tuple[dict[str, list[float]], list[float]]:
+    _, rows = store.query(
+        "SELECT judge_id, score FROM judgments WHERE run_id = ? AND score IS NOT NULL",
+        [run_id],
+    )
+    scores: dict[str, list[float]] = {}
+    for judge_id, score in rows:
+        scores.setdefault(str(judge_id), []).append(float(score))
+    _, medians = store.query(
+        "SELECT score_median FROM consensus WHERE run_id = ? AND score_median IS NOT NULL",
+        [run_id],
+    )
+    return scores, [float(m) for (m,) in medians]
 
 
-def load_report_data(store: Store, run_id: str) -> ReportData:
+def load_report_data(store: Store, run_id: str, top: int = 15) -> ReportData:
     run = store.get_run(run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {store.path}")
-    judgments: dict[str, dict[str, Judgment]] = {}
-    for judgment in store.load_judgments(run_id):
-        judgments.setdefault(judgment.item_id, {})[judgment.judge_id] = judgment
-    judge_ids = [j["id"] for j in run.panel.get("judges", [])]
-    seen = {jid for by_judge in judgments.values() for jid in by_judge}
-    judge_ids += sorted(seen - set(judge_ids))
-    columns, rows = store.query(
-        "SELECT item_id, status, score_median, score_min, score_max, score_spread, "
-        "hallucinated, n_answered FROM consensus WHERE run_id = ?",
-        [run_id],
-    )
-    consensus = {row[0]: dict(zip(columns, row, strict=True)) for row in rows}
-    _, span_rows = store.query(
-        "SELECT item_id, char_start, char_end FROM consensus_spans WHERE run_id = ? "
-        "ORDER BY item_id, span_index",
-        [run_id],
-    )
-    consensus_spans: dict[str, list[tuple[int, int]]] = {}
-    for item_id, start, end in span_rows:
-        consensus_spans.setdefault(item_id, []).append((int(start), int(end)))
-    try:
-        variable = _text_variable(run, store)
-    except Exception:
-        variable = "response"
-    texts: dict[str, str] = {}
-    gold: dict[str, tuple[bool | None, list[tuple[int, int]]]] = {}
-    for item in store.load_items(run_id):
-        texts[item.item_id] = item.text(variable)
-        if item.gold is not None:
-            gold[item.item_id] = (item.gold.hallucinated, list(item.gold.spans))
+    scores, medians = _raw_scores(store, run_id)
     return ReportData(
         run=run,
         summary=store.run_summary(run_id),
-        judges=judge_ids,
-        stats=judge_stats(store, run_id),
-        judgments=judgments,
-        consensus=consensus,
-        consensus_spans=consensus_spans,
-        texts=texts,
-        gold=gold,
+        agreement=agreement_report(store, run_id),
+        disputed=disagreements(store, run_id, top),
+        judge_meta=_judge_meta(store, run_id),
+        scores=scores,
+        consensus_medians=medians,
         comparison=latest_comparison(store, run_id),
-        agreement=_agreement_report(store, run_id),
     )
 
 
-def disputed_items(data: ReportData, top: int) -> list[str]:
-    """Items whose judges disagree on the verdict, widest score spread first."""
-    ranked = []
-    for item_id, by_judge in data.judgments.items():
-        verdicts = [j.verdict for j in by_judge.values() if j.verdict is not None]
-        if len(set(verdicts)) < 2:
-            continue
-        minority = min(sum(verdicts), len(verdicts) - sum(verdicts))
-        spread = data.consensus.get(item_id, {}).get("score_spread") or 0.0
-        ranked.append((-spread, -minority, item_id))
-    return [item_id for *_, item_id in sorted(ranked)[:top]]
+# ------------------------------------------------------------------------- table cells
+
+
+def _td(body: str, *, num: bool = False, na: bool = False, title: str | None = None) -> str:
+    """A ``<td>`` around ``body``, which must already be escaped."""
+    classes = " ".join(c for c, on in (("num", num), ("na", na)) if on)
+    attrs = (f' class="{classes}"' if classes else "") + (f' title="{esc(title)}"' if title else "")
+    return f"<td{attrs}>{body}</td>"
+
+
+def td_text(value: Any) -> str:
+    return _td(esc(value))
+
+
+def td_count(value: int) -> str:
+    return _td(esc(value), num=True)
+
+
+def td_num(value: float | None, digits: int = 3) -> str:
+    return _td(esc(_num(value, digits)), num=True)
+
+
+def td_pct(value: float | None) -> str:
+    return _td("—" if value is None else esc(f"{100 * value:.1f} %"), num=True)
+
+
+def td_stat(stat: Stat | None, *, signed: bool = False) -> str:
+    """A statistic with what it rests on as a tooltip; undefined: n/a and the reason."""
+    if stat is None:
+        return _td("—", num=True)
+    if stat.value is None:
+        # The reason is visible text as well as a tooltip: it survives print and screenshots.
+        note = f' <small class="note">({esc(stat.note)})</small>' if stat.note else ""
+        return _td(f"n/a{note}", num=True, na=True, title=stat.note)
+    text = f"{stat.value:+.3f}" if signed else stat.show()
+    return _td(esc(text), num=True, title=f"n = {stat.n}")
+
+
+def td_score(scores: Scores | None, field: str, why: str) -> str:
+    """One of precision / recall / F1; n/a with ``why`` as a tooltip when there are none."""
+    if scores is None:
+        return _td("n/a", num=True, na=True, title=why)
+    value: float = getattr(scores, field)
+    return _td(esc(_num(value)), num=True, title=f"tp {scores.tp}, fp {scores.fp}, fn {scores.fn}")
+
+
+def table(table_id: str, columns: Sequence[tuple[str, Cell[T]]], rows: Sequence[T]) -> str:
+    """One row per element of ``rows``, one column per ``(label, cell)`` pair."""
+    header = "".join(f"<th>{esc(label)}</th>" for label, _ in columns)
+    body = "".join("<tr>" + "".join(cell(row) for _, cell in columns) + "</tr>" for row in rows)
+    return f'<table id="{esc(table_id)}"><tr>{header}</tr>{body}</table>'
+
+
+def facts_table(table_id: str, facts: Sequence[tuple[str, Cell[T]]], subject: T) -> str:
+    """One row per ``(label, cell)`` pair, about one subject."""
+    body = "".join(f"<tr><th>{esc(label)}</th>{cell(subject)}</tr>" for label, cell in facts)
+    return f'<table id="{esc(table_id)}">{body}</table>'
+
+
+# --------------------------------------------------------------- what the tables show
+
+REPORT_FACTS: tuple[tuple[str, Cell[AgreementReport]], ...] = (
+    ("items", lambda r: td_count(r.n_items)),
+    ("judges compared", lambda r: td_text(", ".join(r.judges) or "–")),
+    ("human labels", lambda r: td_text("yes" if r.has_gold else "no")),
+)
+
+GROUP_METRICS: tuple[tuple[str, Callable[[GroupAgreement], Stat | None]], ...] = (
+    ("Krippendorff α, interval (scores)", lambda g: g.alpha_interval),
+    ("Krippendorff α, ordinal (scores)", lambda g: g.alpha_ordinal),
+    ("Fleiss κ (verdicts)", lambda g: g.fleiss_kappa),
+    ("percent agreement (verdicts)", lambda g: g.percent_agreement),
+    ("mean pairwise Cohen κ", lambda g: g.mean_cohen_kappa),
+    ("mean pairwise span F1 (chars)", lambda g: g.mean_span_f1),
+    ("effective panel size (errors vs gold)", lambda g: g.effective_panel_size),
+)
+"""Rows of the group table; a row that no group has (None everywhere) is left out."""
+
+PAIR_COLUMNS: tuple[tuple[str, Cell[PairAgreement]], ...] = (
+    ("judge A", lambda p: td_text(p.judge_a)),
+    ("judge B", lambda p: td_text(p.judge_b)),
+    ("items", lambda p: td_count(p.n_items)),
+    ("verdict agreement", lambda p: td_stat(p.verdict_agreement)),
+    ("Cohen κ", lambda p: td_stat(p.cohen_kappa)),
+    ("span items", lambda p: td_count(p.n_span_items)),
+    ("span F1", lambda p: td_stat(p.span_f1)),
+)
+
+JUDGE_COLUMNS: tuple[tuple[str, Cell[JudgeSummary]], ...] = (
+    ("judge", lambda j: td_text(j.judge_id)),
+    ("output", lambda j: td_text(j.output_kind)),
+    ("prompt", lambda j: td_text(j.prompt or "—")),
+    ("scored", lambda j: _td(esc(f"{j.n_scored}/{j.n_items}"), num=True)),
+    ("mean score", lambda j: td_num(j.mean_score)),
+    ("flag rate", lambda j: td_pct(j.flag_rate)),
+    ("bias vs median", lambda j: td_stat(j.bias, signed=True)),
+    ("verdict = consensus", lambda j: td_stat(j.consensus_verdict_agreement)),
+    ("span F1 vs consensus", lambda j: td_stat(j.consensus_span_f1)),
+)
+
+_NO_VERDICT = "no verdict on an item with a human label"
+_NO_SPANS = "no item with both span answers and human span labels"
+
+ACCURACY_COLUMNS: tuple[tuple[str, Cell[Accuracy]], ...] = (
+    ("predictor", lambda a: td_text(a.predictor)),
+    ("items", lambda a: td_count(a.n_items)),
+    ("precision", lambda a: td_score(a.response, "precision", _NO_VERDICT)),
+    ("recall", lambda a: td_score(a.response, "recall", _NO_VERDICT)),
+    ("F1", lambda a: td_score(a.response, "f1", _NO_VERDICT)),
+    ("span items", lambda a: td_count(a.n_span_items)),
+    ("span P", lambda a: td_score(a.spans, "precision", _NO_SPANS)),
+    ("span R", lambda a: td_score(a.spans, "recall", _NO_SPANS)),
+    ("span F1", lambda a: td_score(a.spans, "f1", _NO_SPANS)),
+)
+
+ITEM_MEASURES: tuple[tuple[str, Callable[[DisputedItem], str]], ...] = (
+    ("disagreement", lambda d: _num(d.disagreement)),
+    ("score spread", lambda d: _num(d.score_spread, 2)),
+    (
+        "verdicts",
+        lambda d: f"{d.n_hallucinated_verdicts} hallucinated / {d.n_clean_verdicts} clean",
+    ),
+    ("span disagreement", lambda d: _num(d.span_disagreement, 2)),
+    ("consensus", lambda d: d.consensus_status or "none"),
+    ("human label", lambda d: _verdict_word(d.gold_hallucinated)),
+)
+"""The measures line of each disputed item (plain text, escaped when rendered)."""
 
 
 # ------------------------------------------------------------------------------ sections
@@ -295,12 +459,13 @@ h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;
 table{border-collapse:collapse;margin:6px 0;background:#fff}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.na{color:#777}small.note{font-size:11px}
 .charts{display:flex;flex-wrap:wrap;gap:10px}
 .charts svg{background:#fff;border:1px solid #e3e3e3}
 .svg-title{font-size:12px;font-weight:600}.tick{font-size:11px;fill:#444}
 .cell{font-size:11px;fill:#111}.cell.light{fill:#fff}
 .item{background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px 12px;margin:12px 0}
-.item .meta{color:#555;font-size:12px}
+.meta{color:#555;font-size:12px}
 .layer{display:grid;grid-template-columns:150px 1fr;gap:8px;border-top:1px dashed #eee;
   padding:4px 0}
 .layer .who{font-size:12px;color:#333;font-weight:600}
@@ -309,7 +474,7 @@ mark{border-radius:2px;padding:0 1px;color:inherit}
 mark.consensus{background:#f8c9c4;outline:2px solid #c0392b;font-weight:600}
 mark.gold{background:none;border-bottom:3px double #2d7d2d}
 .badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;color:#fff}
-.bad{background:#c0392b}.good{background:#2d7d2d}.na{background:#888}
+.bad{background:#c0392b}.good{background:#2d7d2d}.badge.na{background:#888}
 .legend span{margin-right:12px}
 .regressed{border-left:5px solid #c0392b;padding-left:10px}
 .passed{border-left:5px solid #2d7d2d;padding-left:10px}
@@ -322,6 +487,10 @@ def _judge_css(judges: Sequence[str]) -> str:
         f"box-shadow:inset 0 -2px 0 {PALETTE[i % len(PALETTE)]}}}"
         for i in range(len(judges))
     )
+
+
+def _verdict_word(value: bool | None) -> str:
+    return "–" if value is None else ("hallucinated" if value else "clean")
 
 
 def _verdict_badge(value: bool | None) -> str:
@@ -358,34 +527,28 @@ def summary_section(data: ReportData) -> str:
         params = run.parameters or {}
         rows.insert(3, ("min votes", params.get("min_votes") or "strict majority"))
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    stat_rows = "".join(
-        f"<tr><td>{esc(r['judge_id'])}</td><td>{esc(r['provider'])}</td><td>{esc(r['model'])}"
-        f'</td><td class="num">{r["scored"]}</td><td class="num">{r["unscored"]}</td>'
-        f'<td class="num">{fmt(r["mean_score"])}</td>'
-        f'<td class="num">{fmt(r["hallucinated_share"])}</td>'
-        f'<td class="num">{fmt(r["mean_abs_diff_from_consensus"])}</td></tr>'
-        for r in data.stats
+    none = JudgeMeta(None, None, 0, None)
+    judge_columns: tuple[tuple[str, Cell[str]], ...] = (
+        ("judge", td_text),
+        ("provider", lambda j: td_text(data.judge_meta.get(j, none).provider)),
+        ("model", lambda j: td_text(data.judge_meta.get(j, none).model)),
+        ("judgments", lambda j: td_count(data.judge_meta.get(j, none).judgments)),
+        ("cost (USD)", lambda j: td_num(data.judge_meta.get(j, none).cost_usd, 4)),
     )
     return (
         f'<section id="summary"><h2>Run summary</h2><table>{body}</table>'
-        "<h3>Judges</h3><table><tr><th>judge</th><th>provider</th><th>model</th><th>scored</th>"
-        "<th>unscored</th><th>mean score</th><th>hallucinated share</th>"
-        f"<th>mean |score − consensus|</th></tr>{stat_rows}</table></section>"
+        f"<h3>Judges</h3>{table('judge-metadata', judge_columns, data.judges)}</section>"
     )
 
 
 def distribution_section(data: ReportData) -> str:
     charts = []
     for index, judge_id in enumerate(data.judges):
-        scores = [
-            j.score
-            for by_judge in data.judgments.values()
-            if (j := by_judge.get(judge_id)) is not None and j.score is not None
-        ]
+        scores = data.scores.get(judge_id, [])
         charts.append(
             histogram_svg(scores, PALETTE[index % len(PALETTE)], f"{judge_id} (n={len(scores)})")
         )
-    medians = [c["score_median"] for c in data.consensus.values() if c["score_median"] is not None]
+    medians = data.consensus_medians
     charts.append(histogram_svg(medians, "#c0392b", f"consensus median (n={len(medians)})"))
     return (
         '<section id="distributions"><h2>Score distributions</h2>'
@@ -393,87 +556,142 @@ def distribution_section(data: ReportData) -> str:
     )
 
 
+def _pair_cells(
+    group: GroupAgreement,
+    matrix: Sequence[Sequence[float | None]],
+    pick: Callable[[PairAgreement], Stat],
+) -> list[list[HeatCell]]:
+    """The heatmap of one pairwise metric: values from ``matrix``, reasons from the pairs."""
+    index = {judge: k for k, judge in enumerate(group.judges)}
+    n = len(group.judges)
+    # A judge against itself has no PairAgreement: its cell says just the matrix value.
+    cells = [
+        [
+            HeatCell(matrix[i][j], "n/a" if matrix[i][j] is None else _num(matrix[i][j]))
+            for j in range(n)
+        ]
+        for i in range(n)
+    ]
+    for pair in group.pairs:
+        stat = pick(pair)
+        a, b = index[pair.judge_a], index[pair.judge_b]
+        cells[a][b] = cells[b][a] = HeatCell(stat.value, stat.show())
+    return cells
+
+
+def _group_table(groups: Sequence[GroupAgreement]) -> str:
+    header = "<th>metric</th>" + "".join(
+        f"<th>{esc(f'{g.name} ({len(g.judges)})')}</th><th>n</th>" for g in groups
+    )
+    rows = []
+    for label, pick in GROUP_METRICS:
+        stats = [pick(g) for g in groups]
+        if all(stat is None for stat in stats):
+            continue
+        cells = "".join(
+            td_stat(stat) + _td(esc(stat.n if stat is not None and stat.n else ""), num=True)
+            for stat in stats
+        )
+        rows.append(f"<tr><th>{esc(label)}</th>{cells}</tr>")
+    return f'<table id="panel-agreement"><tr>{header}</tr>{"".join(rows)}</table>'
+
+
 def agreement_section(data: ReportData) -> str:
-    item_ids = sorted(data.judgments)
-    verdicts = np.full((len(data.judges), len(item_ids)), np.nan)
-    spans_by_judge: list[list[list[tuple[int, int]] | None]] = []
-    for row, judge_id in enumerate(data.judges):
-        judge_spans: list[list[tuple[int, int]] | None] = []
-        for col, item_id in enumerate(item_ids):
-            judgment = data.judgments[item_id].get(judge_id)
-            if judgment is None or judgment.score is None:
-                judge_spans.append(None)
-                continue
-            verdicts[row, col] = 1.0 if judgment.verdict else 0.0
-            judge_spans.append(
-                [
-                    (s.char_start, s.char_end)
-                    for s in judgment.spans
-                    if s.char_start is not None and s.char_end is not None
-                ]
+    report = data.agreement
+    parts = [
+        '<section id="agreement"><h2>Agreement</h2>',
+        facts_table("agreement-facts", REPORT_FACTS, report),
+    ]
+    if report.groups:
+        parts.append(f"<h3>Panel agreement</h3>{_group_table(report.groups)}")
+        everyone = report.groups[0]
+        if everyone.judges:
+            charts = (
+                heatmap_svg(
+                    _pair_cells(everyone, everyone.cohen_kappa_matrix, lambda p: p.cohen_kappa),
+                    everyone.judges,
+                    "Cohen κ (verdicts)",
+                ),
+                heatmap_svg(
+                    _pair_cells(everyone, everyone.span_f1_matrix, lambda p: p.span_f1),
+                    everyone.judges,
+                    "span F1 (characters)",
+                ),
             )
-        spans_by_judge.append(judge_spans)
-    charts = [heatmap_svg(pairwise_cohen_kappa(verdicts), data.judges, "Cohen κ (verdicts)")]
-    if data.judges and item_ids:
-        charts.append(
-            heatmap_svg(pairwise_span_f1(spans_by_judge), data.judges, "span F1 (characters)")
-        )
-    return (
-        '<section id="agreement"><h2>Pairwise agreement</h2>'
-        f'<div class="charts">{"".join(charts)}</div>'
-        '<p class="meta">Grey cells are undefined (nothing shared, or no variation).</p>'
-        f"{_panel_statistics(data.agreement)}</section>"
-    )
-
-
-def _stat_cell(stat: Any) -> str:
-    if not isinstance(stat, dict):
-        return "<td>–</td>"
-    if stat.get("value") is None:
-        return f'<td class="num">n/a ({esc(stat.get("note") or "undefined")})</td>'
-    value = fmt(float(stat["value"]))
-    return f'<td class="num">{value} <span class="meta">n={esc(stat.get("n"))}</span></td>'
-
-
-def _panel_statistics(report: dict[str, Any] | None) -> str:
-    """Group statistics and accuracy against human labels from ``flows.analysis``."""
-    if not report:
-        return ""
-    names = (
-        ("alpha_interval", "Krippendorff α (interval)"),
-        ("alpha_ordinal", "Krippendorff α (ordinal)"),
-        ("fleiss_kappa", "Fleiss κ (verdicts)"),
-        ("percent_agreement", "percent agreement"),
-        ("mean_cohen_kappa", "mean pairwise Cohen κ"),
-        ("mean_span_f1", "mean pairwise span F1"),
-    )
-    header = "".join(f"<th>{esc(label)}</th>" for _, label in names)
-    rows = "".join(
-        f"<tr><td>{esc(group.get('name'))}</td>"
-        + "".join(_stat_cell(group.get(key)) for key, _ in names)
-        + "</tr>"
-        for group in report.get("groups", [])
-    )
-    parts = [f"<h3>Panel agreement</h3><table><tr><th>group</th>{header}</tr>{rows}</table>"]
-    accuracy = [a for a in report.get("accuracy", []) if a.get("response") or a.get("spans")]
-    if accuracy:
-        body = ""
-        for a in accuracy:
-            response, spans = a.get("response") or {}, a.get("spans") or {}
-            body += (
-                f"<tr><td>{esc(a.get('predictor'))}</td>"
-                f'<td class="num">{fmt(response.get("f1"))}</td>'
-                f'<td class="num">{fmt(spans.get("f1"))}</td></tr>'
+            parts.append(
+                f'<h3>Judge pairs</h3><div class="charts">{"".join(charts)}</div>'
+                '<p class="meta">Grey cells are n/a; hover over one for why.</p>'
             )
+        if everyone.pairs:
+            parts.append(table("pairs", PAIR_COLUMNS, everyone.pairs))
+    if report.judge_summaries:
+        parts.append("<h3>Judges against the panel</h3>")
+        parts.append(table("judges", JUDGE_COLUMNS, report.judge_summaries))
         parts.append(
-            "<h3>Against the human labels</h3><table><tr><th>predictor</th>"
-            f"<th>response F1</th><th>span F1 (characters)</th></tr>{body}</table>"
+            '<p class="meta">bias = mean (score − consensus median); positive is harsher '
+            "than the panel.</p>"
         )
+    if report.accuracy:
+        parts.append("<h3>Against the human labels</h3>")
+        parts.append(table("accuracy", ACCURACY_COLUMNS, report.accuracy))
+    if report.notes:
+        notes = "".join(f"<li>{esc(note)}</li>" for note in report.notes)
+        parts.append(f'<ul class="notes meta">{notes}</ul>')
+    parts.append("</section>")
     return "".join(parts)
 
 
-def disputed_section(data: ReportData, top: int) -> str:
-    chosen = disputed_items(data, top)
+def _judge_layer(answer: JudgeAnswer, text: str, colour: int) -> tuple[str, str, str]:
+    """(who, detail, highlighted text) of one judge's answer to a disputed item."""
+    if answer.score is None:
+        return answer.judge_id, f"unscored: {answer.unscored_reason or ''}", esc(text)
+    detail = f"score {_num(answer.score, 2)} · {_verdict_word(answer.verdict)}"
+    if answer.output_kind != "spans":
+        return answer.judge_id, f"{detail} · score only", esc(text)
+    unanchored = [s.text for s in answer.spans if s.start is None or s.end is None]
+    if unanchored:
+        detail += " · not found in the text: " + ", ".join(f"«{t}»" for t in unanchored)
+    body = highlight(text, _offsets(answer.spans), f"judge j{colour}", answer.judge_id)
+    return answer.judge_id, detail, body
+
+
+def _disputed_item(item: DisputedItem, colours: dict[str, int]) -> str:
+    text = item.text
+    ok = item.consensus_status == "ok"
+    consensus_detail = (
+        f"median {_num(item.consensus_score, 2)}" if ok else item.consensus_status or "none"
+    )
+    consensus_body = (
+        highlight(text, _offsets(item.consensus_spans), "consensus", "consensus")
+        if ok
+        else esc(text)
+    )
+    layers = [("consensus", consensus_detail, consensus_body)]
+    for answer in item.judges:
+        colour = colours.setdefault(answer.judge_id, len(colours))
+        layers.append(_judge_layer(answer, text, colour))
+    if item.gold_hallucinated is not None or item.gold_spans is not None:
+        gold_detail = _verdict_word(item.gold_hallucinated)
+        if item.gold_spans is None:
+            gold_detail += " · no span labels"
+        gold_body = highlight(text, _offsets(item.gold_spans or []), "gold", "human label")
+        layers.append(("human label", gold_detail, gold_body))
+    rows = "".join(
+        f'<div class="layer"><div class="who">{esc(who)}<br><span class="meta">'
+        f'{esc(detail)}</span></div><div class="text">{body}</div></div>'
+        for who, detail, body in layers
+    )
+    measures = " · ".join(f"{label} {value(item)}" for label, value in ITEM_MEASURES)
+    badge = _verdict_badge(item.consensus_hallucinated if ok else None)
+    return (
+        f'<article class="item" id="item-{esc(item.item_id)}"><h3>#{item.rank} '
+        f"{esc(item.item_id)} {badge}</h3>"
+        f'<div class="meta">{esc(measures)}</div>{rows}</article>'
+    )
+
+
+def disputed_section(data: ReportData) -> str:
+    colours = {judge_id: k for k, judge_id in enumerate(data.judges)}
     legend = "".join(
         f'<span><mark class="j{i}">{esc(judge_id)}</mark></span>'
         for i, judge_id in enumerate(data.judges)
@@ -482,52 +700,14 @@ def disputed_section(data: ReportData, top: int) -> str:
     legend += '<span><mark class="gold">human label</mark></span>'
     parts = [
         '<section id="disputed"><h2>Disputed items</h2>',
-        f"<p>{len(chosen)} item(s) on which the judges' verdicts differ, widest score spread "
-        f'first.</p><p class="legend">{legend}</p>',
+        f"<p>The {len(data.disputed)} item(s) the judges disagree on most, in the order of "
+        "<code>juryflow disagreements</code>: disagreement is the mean of the score spread, "
+        "the verdict split and the span disagreement (the <code>item_disagreement</code> "
+        f'view).</p><p class="legend">{legend}</p>',
     ]
-    if not chosen:
-        parts.append("<p>No disputed item: every judge gave the same verdict.</p>")
-    for item_id in chosen:
-        text = data.texts.get(item_id, "")
-        consensus = data.consensus.get(item_id, {})
-        gold_verdict, gold_spans = data.gold.get(item_id, (None, []))
-        layers = [
-            (
-                "consensus",
-                f"median {fmt(consensus.get('score_median'))}",
-                highlight(text, data.consensus_spans.get(item_id, []), "consensus", "consensus"),
-            )
-        ]
-        for index, judge_id in enumerate(data.judges):
-            judgment = data.judgments[item_id].get(judge_id)
-            if judgment is None:
-                continue
-            if judgment.score is None:
-                detail = f"unscored: {judgment.unscored_reason}"
-                body = esc(text)
-            else:
-                detail = f"score {fmt(judgment.score)}"
-                offsets = [
-                    (s.char_start, s.char_end)
-                    for s in judgment.spans
-                    if s.char_start is not None and s.char_end is not None
-                ]
-                body = highlight(text, offsets, f"judge j{index}", judge_id)
-            layers.append((judge_id, detail, body))
-        if gold_spans or gold_verdict is not None:
-            layers.append(("human label", "", highlight(text, gold_spans, "gold", "human label")))
-        rows = "".join(
-            f'<div class="layer"><div class="who">{esc(who)}<br><span class="meta">'
-            f'{esc(detail)}</span></div><div class="text">{body}</div></div>'
-            for who, detail, body in layers
-        )
-        parts.append(
-            f'<article class="item" id="item-{esc(item_id)}"><h3>{esc(item_id)} '
-            f"{_verdict_badge(consensus.get('hallucinated'))}</h3>"
-            f'<div class="meta">spread {fmt(consensus.get("score_spread"))} · '
-            f"{esc(consensus.get('status'))} · human label: "
-            f"{esc('–' if gold_verdict is None else gold_verdict)}</div>{rows}</article>"
-        )
+    if not data.disputed:
+        parts.append("<p>No item in this run.</p>")
+    parts.extend(_disputed_item(item, colours) for item in data.disputed)
     parts.append("</section>")
     return "".join(parts)
 
@@ -549,8 +729,10 @@ def regression_section(data: ReportData) -> str:
         ("Wilcoxon statistic / p", f"{fmt(c['wilcoxon_statistic'])} / {fmt(c['p_value'])}"),
         ("flips to hallucinated", c["flips_to_hallucinated"]),
         ("flips to clean", c["flips_to_clean"]),
+        # The comparison's own alpha, over the items both runs judged: not the
+        # agreement section's, which covers every item of this run.
         (
-            "agreement (Krippendorff α)",
+            "agreement on the paired items (Krippendorff α)",
             f"{fmt(c['agreement_before'])} → {fmt(c['agreement_after'])}",
         ),
     ]
@@ -573,7 +755,7 @@ def regression_section(data: ReportData) -> str:
 
 
 def render_report(store: Store, run_id: str, top: int = 15) -> str:
-    data = load_report_data(store, run_id)
+    data = load_report_data(store, run_id, top)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html>\n"
@@ -584,7 +766,7 @@ def render_report(store: Store, run_id: str, top: int = 15) -> str:
         f"<h1>juryflow report: run {esc(run_id)}</h1>"
         f'<p class="meta">generated {esc(generated)} from {esc(store.path)}</p>'
         f"{summary_section(data)}{regression_section(data)}{distribution_section(data)}"
-        f"{agreement_section(data)}{disputed_section(data, top)}"
+        f"{agreement_section(data)}{disputed_section(data)}"
         "</main></body></html>\n"
     )
 

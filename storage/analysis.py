@@ -57,6 +57,8 @@ class RunData:
     prompts: dict[str, str | None]
     scores: FloatArray
     """``(n_judges, n_items)``, NaN = no score (unscored or not judged)."""
+    verdicts: FloatArray
+    """``(n_judges, n_items)`` 0/1, each judge's own verdict (its prompt's threshold)."""
     spans: list[list[Spans | None]]
     """``spans[j][i]``: judge j's anchored spans on item i, None = no span answer."""
     consensus_median: FloatArray
@@ -140,7 +142,7 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
             [rid],
         ).fetchall()
         judgments = con.execute(
-            "SELECT item_id, judge_id, output_kind, score, prompt_name FROM judgments "
+            "SELECT item_id, judge_id, output_kind, score, prompt_name, verdict FROM judgments "
             "WHERE run_id = ?",
             [rid],
         ).fetchall()
@@ -171,8 +173,9 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
     kinds: dict[str, Counter[str]] = {j: Counter() for j in judge_ids}
     prompt_votes: dict[str, Counter[str]] = {j: Counter() for j in judge_ids}
     scores = np.full((n_judges, n_items), np.nan)
+    verdicts = np.full((n_judges, n_items), np.nan)
     span_lists: list[list[Spans | None]] = [[None] * n_items for _ in judge_ids]
-    for item_id, judge_id, output_kind, score, prompt_name in judgments:
+    for item_id, judge_id, output_kind, score, prompt_name, verdict in judgments:
         if item_id not in item_index:
             continue
         j, i = judge_index[judge_id], item_index[item_id]
@@ -181,6 +184,7 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
             prompt_votes[judge_id][str(prompt_name)] += 1
         if score is not None:
             scores[j, i] = float(score)
+            verdicts[j, i] = float(bool(verdict))
             if output_kind == "spans":
                 span_lists[j][i] = []
     for item_id, judge_id, start, end in spans:
@@ -223,6 +227,7 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
             for j in judge_ids
         },
         scores=scores,
+        verdicts=verdicts,
         spans=span_lists,
         consensus_median=median,
         consensus_verdict=verdict,
@@ -379,7 +384,9 @@ GROUP_COLUMNS = ("group", "source_id", "source")
 """Item metadata columns that name a response's source, tried in this order."""
 
 
-def calibration_rows(store: Store, run_id: str, group_column: str | None) -> CalibrationRows:
+def calibration_rows(
+    store: Store, run_id: str | None, group_column: str | None
+) -> CalibrationRows:
     data = load_run_data(store, run_id)
     rid = data.info.run_id
     with store.read() as con:

@@ -82,6 +82,13 @@ class ReliabilityRow:
     note: str | None = None
 
 
+def _reliability_values(r: ReliabilityRow) -> tuple[Any, ...]:
+    return (
+        r.judge_id, r.level, r.method, r.sensitivity, r.specificity, r.prevalence, r.n_units,
+        r.effective_panel_size, r.note,
+    )  # fmt: skip
+
+
 def _run_from_row(row: Sequence[Any]) -> RunRecord:
     values = list(row)
     for index in (8, 9, 13, 16):
@@ -394,11 +401,7 @@ class Store:
             if rows:
                 con.executemany(
                     "INSERT INTO judge_reliability VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        [run_id, r.judge_id, r.level, r.method, r.sensitivity, r.specificity]
-                        + [r.prevalence, r.n_units, r.effective_panel_size, r.note]
-                        for r in rows
-                    ],
+                    [(run_id, *_reliability_values(r)) for r in rows],
                 )
 
     def reliability(self, run_id: str) -> list[ReliabilityRow]:

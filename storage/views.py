@@ -336,77 +336,105 @@ _JUDGE_BIAS = """
     LEFT JOIN overlap o USING (run_id, judge_id)
 """
 
-# Every judge, and the consensus (judge_id 'consensus'), against the human labels.
-# Response level over the items with a gold verdict that the predictor answered (the
-# consensus answers where its status is 'ok'); character level, micro-averaged over the
-# data set as RAGTruth does, over the items with span labels that it answered with spans.
-# A judge with no such item has NULL metrics at that level; runs without labels have no rows.
+# Every judge, and the consensus (judge_id 'consensus'), against the human labels, over
+# ALL labelled items as RAGTruth counts them: where a predictor gave no answer (a failed
+# judge, a consensus below quorum) it counts as flagging nothing. ``coverage`` is the share
+# of those items it answered; the ``*_answered`` columns are the same figures over the
+# answered items only. Response level over the items with a gold verdict; character level,
+# micro-averaged over the data set, over the items with span labels, for predictors that
+# answer with spans (score-only judges have NULL span figures). Runs without labels have
+# no rows.
 _JUDGE_ACCURACY = """
     CREATE OR REPLACE VIEW judge_accuracy AS
-    WITH predictions AS (
+    WITH predictors AS (
+        SELECT run_id, judge_id, bool_or(output_kind = 'spans') AS span_predictor
+        FROM judgments GROUP BY run_id, judge_id
+        UNION ALL
+        SELECT run_id, 'consensus', bool_or(n_span_judges > 0)
+        FROM consensus GROUP BY run_id
+    ),
+    predictions AS (
         SELECT run_id, item_id, judge_id, verdict AS predicted,
-               output_kind = 'spans' AS has_spans
+               output_kind = 'spans' AS span_answer
         FROM judgments WHERE score IS NOT NULL
         UNION ALL
         SELECT run_id, item_id, 'consensus', hallucinated, n_span_judges > 0
         FROM consensus WHERE status = 'ok' AND hallucinated IS NOT NULL
+    ),
+    graded AS (
+        SELECT p.run_id, p.judge_id, g.item_id, g.gold_hallucinated AS gold,
+               coalesce(x.predicted, false) AS predicted, x.item_id IS NOT NULL AS answered
+        FROM predictors p
+        JOIN gold_labels g ON g.run_id = p.run_id
+        LEFT JOIN predictions x
+          ON x.run_id = p.run_id AND x.judge_id = p.judge_id AND x.item_id = g.item_id
+        WHERE g.gold_hallucinated IS NOT NULL
+    ),
+    response AS (
+        SELECT run_id, judge_id,
+               count(*) AS n_items,
+               count(*) FILTER (WHERE answered) AS n_answered,
+               count(*) FILTER (WHERE predicted AND gold) AS tp,
+               count(*) FILTER (WHERE predicted AND NOT gold) AS fp,
+               count(*) FILTER (WHERE NOT predicted AND gold) AS fn,
+               count(*) FILTER (WHERE NOT predicted AND NOT gold) AS tn,
+               count(*) FILTER (WHERE answered AND predicted AND gold) AS tp_answered,
+               count(*) FILTER (WHERE answered AND predicted AND NOT gold) AS fp_answered,
+               count(*) FILTER (WHERE answered AND NOT predicted AND gold) AS fn_answered
+        FROM graded GROUP BY run_id, judge_id
     ),
     predicted_chars AS (
         SELECT run_id, item_id, judge_id, char_pos FROM judgment_chars
         UNION ALL
         SELECT run_id, item_id, 'consensus', char_pos FROM consensus_chars
     ),
-    response AS (
-        SELECT p.run_id, p.judge_id,
-               count(*) AS n_items,
-               count(*) FILTER (WHERE p.predicted AND g.gold_hallucinated) AS tp,
-               count(*) FILTER (WHERE p.predicted AND NOT g.gold_hallucinated) AS fp,
-               count(*) FILTER (WHERE NOT p.predicted AND g.gold_hallucinated) AS fn,
-               count(*) FILTER (WHERE NOT p.predicted AND NOT g.gold_hallucinated) AS tn
-        FROM predictions p JOIN gold_labels g USING (run_id, item_id)
-        WHERE g.gold_hallucinated IS NOT NULL
-        GROUP BY p.run_id, p.judge_id
-    ),
     span_items AS (
-        SELECT p.run_id, p.item_id, p.judge_id
-        FROM predictions p JOIN gold_labels g USING (run_id, item_id)
-        WHERE p.has_spans AND g.has_span_labels
+        SELECT p.run_id, p.judge_id, g.item_id,
+               coalesce(x.span_answer, false) AS answered
+        FROM predictors p
+        JOIN gold_labels g ON g.run_id = p.run_id
+        LEFT JOIN predictions x
+          ON x.run_id = p.run_id AND x.judge_id = p.judge_id AND x.item_id = g.item_id
+        WHERE p.span_predictor AND g.has_span_labels
     ),
-    pred_counts AS (
-        SELECT s.run_id, s.judge_id, count(c.char_pos) AS pred_chars
-        FROM span_items s
-        LEFT JOIN predicted_chars c USING (run_id, item_id, judge_id)
-        GROUP BY s.run_id, s.judge_id
+    item_pred AS (
+        SELECT run_id, item_id, judge_id, count(*) AS n FROM predicted_chars
+        GROUP BY run_id, item_id, judge_id
     ),
-    gold_counts AS (
-        SELECT s.run_id, s.judge_id, count(g.char_pos) AS gold_chars
-        FROM span_items s LEFT JOIN gold_chars g USING (run_id, item_id)
-        GROUP BY s.run_id, s.judge_id
+    item_gold AS (
+        SELECT run_id, item_id, count(*) AS n FROM gold_chars GROUP BY run_id, item_id
     ),
-    item_counts AS (
-        SELECT run_id, judge_id, count(*) AS n_span_items
-        FROM span_items GROUP BY run_id, judge_id
-    ),
-    overlap AS (
-        SELECT s.run_id, s.judge_id, count(*) AS overlap_chars
-        FROM span_items s
-        JOIN predicted_chars c USING (run_id, item_id, judge_id)
+    item_overlap AS (
+        SELECT c.run_id, c.item_id, c.judge_id, count(*) AS n
+        FROM predicted_chars c
         JOIN gold_chars g
           ON g.run_id = c.run_id AND g.item_id = c.item_id AND g.char_pos = c.char_pos
-        GROUP BY s.run_id, s.judge_id
+        GROUP BY c.run_id, c.item_id, c.judge_id
     ),
     spans AS (
-        SELECT ic.run_id, ic.judge_id, ic.n_span_items,
-               coalesce(o.overlap_chars, 0) AS overlap_chars,
-               pc.pred_chars, gc.gold_chars
-        FROM item_counts ic
-        JOIN pred_counts pc USING (run_id, judge_id)
-        JOIN gold_counts gc USING (run_id, judge_id)
-        LEFT JOIN overlap o USING (run_id, judge_id)
+        SELECT s.run_id, s.judge_id,
+               count(*) AS n_span_items,
+               count(*) FILTER (WHERE s.answered) AS n_span_answered,
+               sum(coalesce(o.n, 0)) AS overlap_chars,
+               sum(coalesce(p.n, 0)) AS pred_chars,
+               sum(coalesce(g.n, 0)) AS gold_chars,
+               coalesce(sum(o.n) FILTER (WHERE s.answered), 0) AS overlap_answered,
+               coalesce(sum(p.n) FILTER (WHERE s.answered), 0) AS pred_answered,
+               coalesce(sum(g.n) FILTER (WHERE s.answered), 0) AS gold_answered
+        FROM span_items s
+        LEFT JOIN item_pred p
+          ON p.run_id = s.run_id AND p.item_id = s.item_id AND p.judge_id = s.judge_id
+        LEFT JOIN item_overlap o
+          ON o.run_id = s.run_id AND o.item_id = s.item_id AND o.judge_id = s.judge_id
+        LEFT JOIN item_gold g ON g.run_id = s.run_id AND g.item_id = s.item_id
+        GROUP BY s.run_id, s.judge_id
     )
     SELECT coalesce(r.run_id, s.run_id) AS run_id,
            coalesce(r.judge_id, s.judge_id) AS judge_id,
-           coalesce(r.n_items, 0) AS n_items, r.tp, r.fp, r.fn, r.tn,
+           coalesce(r.n_items, 0) AS n_items,
+           coalesce(r.n_answered, 0) AS n_answered,
+           CASE WHEN r.n_items > 0 THEN r.n_answered / r.n_items END AS coverage,
+           r.tp, r.fp, r.fn, r.tn,
            CASE WHEN r.n_items > 0 THEN coalesce(r.tp / nullif(r.tp + r.fp, 0), 0) END
                AS "precision",
            CASE WHEN r.n_items > 0 THEN coalesce(r.tp / nullif(r.tp + r.fn, 0), 0) END
@@ -414,7 +442,12 @@ _JUDGE_ACCURACY = """
            CASE WHEN r.n_items > 0 THEN
                coalesce(2 * r.tp / nullif(2 * r.tp + r.fp + r.fn, 0), 0)
            END AS f1,
+           CASE WHEN r.n_answered > 0 THEN
+               coalesce(2 * r.tp_answered
+                        / nullif(2 * r.tp_answered + r.fp_answered + r.fn_answered, 0), 0)
+           END AS f1_answered,
            coalesce(s.n_span_items, 0) AS n_span_items,
+           coalesce(s.n_span_answered, 0) AS n_span_answered,
            s.overlap_chars, s.pred_chars, s.gold_chars,
            CASE WHEN s.n_span_items > 0 THEN
                coalesce(s.overlap_chars / nullif(s.pred_chars, 0), 0)
@@ -424,7 +457,10 @@ _JUDGE_ACCURACY = """
            END AS span_recall,
            CASE WHEN s.n_span_items > 0 THEN
                coalesce(2 * s.overlap_chars / nullif(s.pred_chars + s.gold_chars, 0), 0)
-           END AS span_f1
+           END AS span_f1,
+           CASE WHEN s.n_span_answered > 0 THEN
+               coalesce(2 * s.overlap_answered / nullif(s.pred_answered + s.gold_answered, 0), 0)
+           END AS span_f1_answered
     FROM response r FULL OUTER JOIN spans s USING (run_id, judge_id)
 """
 

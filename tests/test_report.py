@@ -171,12 +171,39 @@ def test_report_is_self_contained(store: Store) -> None:
     assert urls <= {"http://www.w3.org/2000/svg"}  # the SVG namespace, never fetched
 
 
-def test_report_without_comparison_and_without_disputes(tmp_path: Path) -> None:
+def test_report_without_comparison(tmp_path: Path) -> None:
     store = Store(tmp_path / "calm.duckdb")
     store.migrate()
     _make_run(store, "base", shift=False)
     document = render_report(store, "base")
     assert "has not been compared with a baseline" in document
+
+
+def test_report_of_a_run_with_no_judgments_yet(tmp_path: Path) -> None:
+    store = Store(tmp_path / "early.duckdb")
+    store.migrate()
+    store.create_run(
+        RunRecord(
+            run_id="early",
+            kind="evaluate",
+            suite="report-test",
+            status="running",
+            started_at=datetime.now(UTC),
+            finished_at=None,
+            dataset=None,
+            panel_name="p",
+            panel={"name": "p", "judges": [{"id": "numbers"}]},
+            prompts=[],
+            quorum=1,
+            n_judges=1,
+        )
+    )
+    store.insert_items("early", [Item("only", {"response": RESPONSE})])
+    document = render_report(store, "early")
+    # every statistic is n/a with the agreement report's reason, nothing is made up
+    assert 'n/a <small class="note">(no judgments yet)</small>' in document
+    assert "the run has no judgments yet" in document
+    assert 'id="item-only"' in document and "<svg" in document
 
 
 def test_cli_report_defaults_to_the_latest_run(store: Store, tmp_path: Path) -> None:

@@ -181,9 +181,14 @@ def test_judge_accuracy_hand_computed(hand: Store) -> None:
     got = {r["judge_id"]: r for r in rows(hand, "SELECT * FROM judge_accuracy")}
     assert set(got) == {"A", "B", "C", "consensus"}
     a, b, c, cons = got["A"], got["B"], got["C"], got["consensus"]
-    assert (a["tp"], a["fp"], a["fn"], a["tn"], a["f1"]) == (1, 0, 0, 1, 1.0)
-    assert (a["overlap_chars"], a["pred_chars"], a["gold_chars"]) == (4, 6, 6)
-    assert a["span_f1"] == pytest.approx(2 / 3)
+    # A failed on i3: over all items that counts as flagging nothing there (RAGTruth style);
+    # over the items it answered it was perfect.
+    assert (a["tp"], a["fp"], a["fn"], a["tn"]) == (1, 0, 1, 1)
+    assert a["f1"] == pytest.approx(2 / 3) and a["f1_answered"] == 1.0
+    assert (a["n_answered"], a["n_items"]) == (2, 3) and a["coverage"] == pytest.approx(2 / 3)
+    assert (a["overlap_chars"], a["pred_chars"], a["gold_chars"]) == (4, 6, 8)
+    assert a["span_f1"] == pytest.approx(8 / 14)
+    assert a["span_f1_answered"] == pytest.approx(2 / 3)
     assert (b["tp"], b["fp"], b["fn"]) == (1, 1, 1) and b["f1"] == pytest.approx(0.5)
     assert (b["overlap_chars"], b["pred_chars"], b["gold_chars"]) == (4, 10, 8)
     assert b["span_precision"] == pytest.approx(0.4) and b["span_recall"] == pytest.approx(0.5)
@@ -204,6 +209,11 @@ def test_report_has_the_hand_computed_numbers(hand: Store) -> None:
     assert pair["A", "C"].span_f1.note == "no item both answered with spans"
     acc = {a.predictor: a for a in report.accuracy}
     assert acc["B"].spans is not None and acc["B"].spans.f1 == pytest.approx(8 / 18)
+    assert acc["A"].coverage == pytest.approx(2 / 3)
+    assert acc["A"].response is not None and acc["A"].response.f1 == pytest.approx(2 / 3)
+    assert acc["A"].response_answered is not None and acc["A"].response_answered.f1 == 1.0
+    assert acc["A"].spans_answered is not None
+    assert acc["A"].spans_answered.f1 == pytest.approx(2 / 3)
     assert acc["C"].spans is None and acc["consensus"].spans is not None
     judge = {j.judge_id: j for j in report.judge_summaries}
     assert judge["A"].bias.value == pytest.approx(-0.45) and judge["A"].bias.n == 2
@@ -251,6 +261,13 @@ def assert_views_match_report(store: Store, report: AgreementReport) -> None:
     for name, row in sql_accuracy.items():
         a = accuracy[name]
         assert row["n_items"] == a.n_items and row["n_span_items"] == a.n_span_items, name
+        assert row["n_answered"] == a.n_answered, name
+        assert row["n_span_answered"] == a.n_span_answered, name
+        assert _close(row["coverage"], a.coverage), name
+        if a.response_answered is not None:
+            assert _close(row["f1_answered"], a.response_answered.f1), name
+        if a.spans_answered is not None:
+            assert _close(row["span_f1_answered"], a.spans_answered.f1), name
         if a.response is None:
             assert row["f1"] is None
         else:
