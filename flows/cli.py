@@ -46,7 +46,9 @@ def run(
         list[str] | None,
         typer.Option("--map", help="Prompt variable from a column: VAR=COLUMN (repeatable)."),
     ] = None,
-    quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    quorum: Annotated[
+        int | None, typer.Option(help="Judges that must answer: 1 to the panel size.")
+    ] = None,
     chunk_size: Annotated[int, typer.Option(help="Items per Prefect task.")] = 200,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
     resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
@@ -55,6 +57,10 @@ def run(
     dask: Annotated[
         str | None,
         typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Combine the judges by this stored calibration (juryflow calibrate)."),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -68,7 +74,7 @@ def run(
     try:
         mapping = parse_mapping(map_ or [])
         if resume is None:
-            preflight(dataset, panel, mapping)
+            preflight(dataset, panel, mapping, quorum)
         summary = run_evaluation(
             console,
             dict(
@@ -82,6 +88,7 @@ def run(
                 mapping=mapping,
                 use_cache=not no_cache,
                 max_chars=max_chars,
+                calibration=calibration,
             ),
             dask=dask,
         )
@@ -125,10 +132,24 @@ def stub_server(
     fault_drop: Annotated[float, typer.Option(help="Share of dropped connections.")] = 0.0,
     malformed: Annotated[float, typer.Option(help="Share of malformed outputs.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    gold: Annotated[
+        str | None,
+        typer.Option(
+            "--gold",
+            metavar="DATASET",
+            help="Labelled dataset (JSONL, CSV or Parquet with response and labels) whose "
+            "gold labels drive the simulated stub-sim-spans-... / stub-sim-score-... judges.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
-    from judges.stub_server import StubConfig, serve
+    from judges.stub_server import StubConfig, load_gold, serve
 
+    try:
+        labels = load_gold(gold) if gold else None
+    except ValueError as error:  # DatasetError: missing file, unknown format, no labels
+        _fail(str(error))
+        return
     config = StubConfig(
         latency_ms=latency_ms,
         fault_429=fault_429,
@@ -137,7 +158,10 @@ def stub_server(
         fault_drop=fault_drop,
         malformed=malformed,
         seed=seed,
+        gold=labels,
     )
+    if labels is not None:
+        console.print(f"simulated judges know the gold labels of {len(labels)} responses")
     console.print(f"stand-in server on http://127.0.0.1:{port} (Ctrl-C stops it)")
     serve(host="127.0.0.1", port=port, config=config)
 

@@ -107,7 +107,19 @@ def reaggregate_command(
     ] = None,
     min_votes: Annotated[
         int | None,
-        typer.Option(help="Judges that must mark a character (default: a strict majority)."),
+        typer.Option(help="Judges that must mark a character (--consensus spans=at_least:K)."),
+    ] = None,
+    consensus: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--consensus",
+            help="A rule, FAMILY=RULE (repeatable): score=median|mean|trimmed_mean[:P]|"
+            "weighted_median; spans=majority|at_least:K|union|weighted[:T]|dawid_skene; "
+            "verdict=auto|majority|at_least:K|weighted[:T]|score:T|spans|dawid_skene.",
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None, typer.Option(help="Apply this stored calibration (juryflow calibrate).")
     ] = None,
     db: DbOption = None,
 ) -> None:
@@ -117,13 +129,22 @@ def reaggregate_command(
 
     quiet_prefect_logging()
     try:
-        summary = asyncio.run(reaggregate(run_id=run_id, db=db, quorum=quorum, min_votes=min_votes))
+        summary = asyncio.run(
+            reaggregate(
+                run_id=run_id,
+                db=db,
+                quorum=quorum,
+                min_votes=min_votes,
+                consensus=consensus,
+                calibration=calibration,
+            )
+        )
     except (ValueError, RuntimeError) as error:
         _fail(str(error))
         return
     console.print(
         f"run {summary['run_id']} re-aggregates {summary['parent_run_id']} "
-        f"(quorum {summary['quorum']}, min votes {summary['min_votes'] or 'majority'})"
+        f"(quorum {summary['quorum']}; {summary['consensus']})"
     )
     _print_summary(summary)
 

@@ -6,7 +6,9 @@
 3. compare the two runs item by item (:mod:`judges.regression_stats`) and store the
    comparison in DuckDB (``comparisons``, ``comparison_judges``);
 4. end the flow run **Failed** with a message naming what regressed when a threshold is
-   crossed, so that a Prefect automation on "flow run failed" can alert.
+   crossed, so that a Prefect automation on "flow run failed" can alert. Either way the
+   message also notes a check that could not be applied (a suite too small for the
+   Wilcoxon test to ever reach significance passes the mean-increase gate by default).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from prefect.states import Completed, Failed, State
 
 from flows.artifacts import publish_comparison_artifacts
 from flows.evaluate import evaluate
-from judges.regression_stats import Thresholds, check_thresholds, compare, regression_message
+from judges.regression_stats import (
+    Thresholds,
+    check_thresholds,
+    compare,
+    gate_notes,
+    regression_message,
+)
 from storage.comparisons import last_good_run, load_run_scores, save_comparison
 from storage.datasets import DEFAULT_MAX_CHARS
 from storage.store import Store
@@ -62,7 +70,10 @@ def compare_runs(
         after.judges,
     )
     problems = check_thresholds(comparison, thresholds)
-    message = regression_message(problems)
+    # What could not be checked goes into the stored message too: a suite too small for
+    # the Wilcoxon test must not look as if it had passed the mean-increase gate.
+    notes = gate_notes(comparison, thresholds)
+    message = regression_message(problems, notes)
     comparison_id = save_comparison(
         store, run_id, baseline_run_id, comparison, thresholds, problems, message
     )
@@ -75,6 +86,7 @@ def compare_runs(
         "baseline_run_id": baseline_run_id,
         "regressed": bool(problems),
         "problems": problems,
+        "notes": notes,
         "message": message,
         "n_paired": comparison.score.n_paired,
         "mean_delta": num(comparison.score.mean_delta),

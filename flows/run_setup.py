@@ -9,6 +9,7 @@ from typing import Any
 
 from judges.factory import check_keys
 from judges.panel import PanelSpec, load_panel, parse_panel
+from judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from prompts.loader import PromptTemplate, load_template
 from storage.datasets import DEFAULT_MAX_CHARS
 from storage.store import RunRecord, Store, new_run_id
@@ -35,6 +36,8 @@ class RunPlan:
     max_chars: int
     use_cache: bool
     resumed: bool
+    rule: ConsensusRule = DEFAULT_RULE
+    """The consensus rule, ``verdict: auto`` resolved for the panel."""
 
     @property
     def templates(self) -> list[PromptTemplate]:
@@ -67,12 +70,55 @@ def public_panel(panel: PanelSpec) -> dict[str, Any]:
     return data
 
 
-def preflight(dataset: str | None, panel: str | None, mapping: dict[str, str] | None) -> None:
-    """Fail before Prefect starts on what can be checked without it: panel, keys, columns."""
+def consensus_rule_for(
+    store: Store, panel: PanelSpec, calibration: str | None = None
+) -> ConsensusRule:
+    """The panel's own rule, or the named calibration's when the run asks for one."""
+    if calibration is None:
+        return panel.consensus_rule()
+    record = store.get_calibration(calibration)
+    if record is None:
+        known = ", ".join(store.calibration_names()) or "none yet"
+        raise RunSetupError(
+            f"no calibration {calibration!r} in {store.path} (known: {known}); make one with "
+            "`juryflow calibrate RUN --name NAME` on a run over labelled items"
+        )
+    try:
+        rule = ConsensusRule.from_dict(record.rule)
+        rule.check_judges([j.id for j in panel.judges])
+    except RuleError as error:
+        raise RunSetupError(f"calibration {calibration!r}: {error}") from None
+    return rule.resolve(panel.all_span_judges)
+
+
+def checked_quorum(quorum: int | None, panel: PanelSpec) -> int:
+    """``quorum`` if the panel can meet it, else the panel's default; raises RunSetupError.
+
+    0 is an answer, not "unset": it is refused like any other number outside 1..panel size.
+    """
+    if quorum is None:
+        return panel.effective_quorum
+    size = len(panel.judges)
+    if not 1 <= quorum <= size:
+        noun = "judge" if size == 1 else "judges"
+        raise RunSetupError(
+            f"--quorum {quorum} is out of range: pass 1 to {size} (the panel has {size} {noun})"
+        )
+    return quorum
+
+
+def preflight(
+    dataset: str | None,
+    panel: str | None,
+    mapping: dict[str, str] | None,
+    quorum: int | None = None,
+) -> None:
+    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns."""
     from storage.datasets import dataset_columns, resolve_columns
 
     panel_spec = load_panel(panel)
     check_keys(panel_spec)
+    checked_quorum(quorum, panel_spec)
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
         raise RunSetupError(f"dataset {dataset_path} does not exist")
@@ -104,6 +150,7 @@ def plan_run(
     use_cache: bool,
     max_chars: int = DEFAULT_MAX_CHARS,
     flow_run_id: str | None = None,
+    calibration: str | None = None,
 ) -> RunPlan:
     store = Store(db)
     store.migrate()
@@ -114,11 +161,8 @@ def plan_run(
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
         raise RunSetupError(f"dataset {dataset_path} does not exist")
-    effective_quorum = quorum or panel_spec.effective_quorum
-    if effective_quorum > len(panel_spec.judges):
-        raise RunSetupError(
-            f"quorum {effective_quorum} is larger than the panel ({len(panel_spec.judges)} judges)"
-        )
+    effective_quorum = checked_quorum(quorum, panel_spec)
+    rule = consensus_rule_for(store, panel_spec, calibration)
     run_id = new_run_id()
     plan = RunPlan(
         run_id=run_id,
@@ -131,6 +175,7 @@ def plan_run(
         max_chars=max_chars,
         use_cache=use_cache,
         resumed=False,
+        rule=rule,
     )
     store.create_run(
         RunRecord(
@@ -153,8 +198,10 @@ def plan_run(
                 "chunk_size": chunk_size,
                 "max_chars": max_chars,
                 "use_cache": use_cache,
+                "calibration": calibration,
             },
             flow_run_id=flow_run_id,
+            consensus=rule.to_dict(),
         )
     )
     return plan
@@ -184,4 +231,10 @@ def _resume_plan(
         max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
         use_cache=use_cache,
         resumed=True,
+        # The rule the run started with, so resumed chunks agree with the stored ones.
+        rule=(
+            ConsensusRule.from_dict(run.consensus).resolve(panel_spec.all_span_judges)
+            if run.consensus
+            else panel_spec.consensus_rule()
+        ),
     )

@@ -15,10 +15,19 @@ stages, strictest first, and the :class:`~judges.records.Span` records which one
 An occurrence claimed by one request is not handed to a later request for the same
 (normalised) string, so a string listed three times but present twice leaves one unmatched
 instead of double-counting the same characters.
+
+``ambiguous``: a string the judge listed fewer times than it occurs (listed once, found at
+two places; listed twice, found at three) does not say which occurrences it meant. Each such
+listing is anchored to the first free occurrence, for display, but marked ``ambiguous`` and
+casts no vote in the consensus. The count is per stage: at the exact stage, listings of the
+same string against its exact occurrences still free; at the normalised stage, listings that
+normalise alike against their normalised occurrences still free. A string listed as many
+times as it occurs is not ambiguous: each listing has an occurrence of its own.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -107,22 +116,29 @@ def anchor_spans(
     normalized: _Normalized | None = None  # built lazily: most judges quote exactly
     claimed: dict[str, set[tuple[int, int]]] = {}
     seen: dict[str, int] = {}
+    needles = [_needle(w) for w in requested]
+    wanted_left = Counter(w for w in requested if w.strip())
+    needles_left = Counter(n for w, n in zip(requested, needles, strict=True) if w.strip())
     spans: list[Span] = []
-    for wanted in requested:
+    for wanted, needle in zip(requested, needles, strict=True):
         if not wanted.strip():
             spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
             continue
-        needle = _needle(wanted)
         # Repeats are counted per normalised string, so "Foo" and "foo." share occurrences.
         taken = claimed.setdefault(needle or wanted, set())
         repeat = seen.get(wanted, 0)
         seen[wanted] = repeat + 1
+        # Listings still to anchor, this one included: with more free occurrences than
+        # that, nothing says which of them the judge meant.
+        listed, listed_alike = wanted_left[wanted], needles_left[needle]
+        wanted_left[wanted] -= 1
+        needles_left[needle] -= 1
 
         free = [o for o in _occurrences(text, wanted) if _is_free(o, taken)]
         if free:
             start, end = free[0]
             taken.add((start, end))
-            kind: MatchKind = "repeat" if repeat else "exact"
+            kind: MatchKind = "ambiguous" if len(free) > listed else "repeat" if repeat else "exact"
             spans.append(Span(start, end, text[start:end], kind, requested=wanted))
             continue
 
@@ -136,7 +152,8 @@ def anchor_spans(
         if free:
             start, end = free[0]
             taken.add((start, end))
-            spans.append(Span(start, end, text[start:end], "normalized", requested=wanted))
+            kind = "ambiguous" if len(free) > listed_alike else "normalized"
+            spans.append(Span(start, end, text[start:end], kind, requested=wanted))
             continue
 
         if MIN_FUZZY_LENGTH <= len(needle) <= len(normalized.text):

@@ -443,6 +443,7 @@ def calibrate(
     labelled = ~np.isnan(data.gold_verdict) | data.span_labelled
     if not labelled.any():
         raise ValueError("no item of this run has human labels: calibration needs them")
+    default = default.resolve(bool(data.span_judge.all()))
     fold = grouped_folds(data.groups, folds, seed)
     oof_verdict = np.zeros(data.n_items, dtype=bool)
     oof_chars = np.zeros(data.char_item.shape, dtype=bool)

@@ -44,6 +44,12 @@ class LLMJudge:
         self.judge_id: str = spec.id
         self.output_kind: OutputKind = template.output_kind
         self.model: str = spec.model
+        # The panel may override the threshold the prompt declares.
+        self.verdict_threshold: float = (
+            spec.verdict_threshold
+            if spec.verdict_threshold is not None
+            else template.verdict_threshold
+        )
         self.limiter = limiter if limiter is not None else limiter_for(spec)
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -75,6 +81,7 @@ class LLMJudge:
             "prompt_hash": self.template.sha256,
             "provider": self.spec.provider,
             "model": self.model,
+            "verdict_threshold": self.verdict_threshold,
         }
         try:
             prompt = self.template.render(item.variables)
@@ -162,7 +169,9 @@ class LLMJudge:
         if self.output_kind == "spans":
             span_text = item.text(self.template.span_variable or "")
             spans = anchor_spans(span_text, parsed.spans, self.spec.fuzzy_threshold)
-            score: float | None = 1.0 if parsed.spans else 0.0
+            # The prompt's rule: hallucinated iff the judge flagged a span that is really in
+            # the text. Unmatched strings are kept for inspection but cannot make the verdict.
+            score: float | None = 1.0 if any(span.anchored for span in spans) else 0.0
         else:
             spans = ()
             score = parsed.score

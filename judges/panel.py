@@ -12,12 +12,18 @@ A panel file is YAML (the keys below are the user-facing contract)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+if TYPE_CHECKING:
+    from judges.reducers import ConsensusRule
+
 ProviderName = Literal["offline", "anthropic", "openai"]
+
+RESERVED_JUDGE_IDS = frozenset({"consensus", "gold"})
+"""Judge ids the analysis views use for rows of their own (compared case-insensitively)."""
 
 DEFAULT_API_KEY_ENV: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
@@ -63,6 +69,20 @@ class JudgeSpec(BaseModel):
     structured_output: bool = True
     """Use tool calling / JSON-schema output where the provider supports it."""
     fuzzy_threshold: float = Field(default=85.0, ge=0, le=100)
+    verdict_threshold: float | None = Field(default=None, gt=0, le=1)
+    """A score at or above this is this judge's 'hallucinated' verdict; default: the prompt's."""
+
+    @field_validator("id")
+    @classmethod
+    def _not_reserved(cls, judge_id: str) -> str:
+        # The analysis views list the panel's consensus (and the human labels) as rows
+        # beside the judges: a judge of the same name would merge into that row.
+        if judge_id.casefold() in RESERVED_JUDGE_IDS:
+            raise ValueError(
+                f"judge id {judge_id!r} is reserved ('consensus' names the panel's combined "
+                "answer and 'gold' the human labels in the analysis views): rename the judge"
+            )
+        return judge_id
 
     @model_validator(mode="after")
     def _provider_fields(self) -> JudgeSpec:
@@ -101,6 +121,9 @@ class PanelSpec(BaseModel):
     judges: tuple[JudgeSpec, ...] = Field(min_length=1)
     prices: dict[str, Price] = Field(default_factory=dict)
     """Overrides of the built-in price table, keyed by model name."""
+    consensus: dict[str, Any] | None = None
+    """The consensus rule (``score``, ``spans``, ``verdict``, ``weights``); see
+    :mod:`judges.reducers`. Default: median scores, majority-overlap spans, verdict auto."""
 
     @field_validator("judges")
     @classmethod
@@ -120,6 +143,30 @@ class PanelSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _consensus_rule(self) -> PanelSpec:
+        from judges.reducers import ConsensusRule  # the panel schema stays importable alone
+
+        rule = ConsensusRule.from_dict(self.consensus)
+        rule.check_judges([j.id for j in self.judges])
+        return self
+
+    @property
+    def all_span_judges(self) -> bool:
+        """Every judge answers with spans (offline detectors and span prompts)."""
+        from prompts.loader import load_template
+
+        return all(
+            j.provider == "offline" or (j.prompt and load_template(j.prompt).output_kind == "spans")
+            for j in self.judges
+        )
+
+    def consensus_rule(self) -> ConsensusRule:
+        """The panel's consensus rule, with ``verdict: auto`` resolved for its judges."""
+        from judges.reducers import ConsensusRule
+
+        return ConsensusRule.from_dict(self.consensus).resolve(self.all_span_judges)
+
     @property
     def effective_quorum(self) -> int:
         return self.quorum if self.quorum is not None else len(self.judges) // 2 + 1
@@ -138,6 +185,11 @@ DEFAULT_PANEL = PanelSpec(
         JudgeSpec(id="names", provider="offline", detector="names"),
         JudgeSpec(id="content", provider="offline", detector="content"),
     ),
+    # Specialists: each detector looks for one kind of error (numbers, names, unsupported
+    # content), so two of them almost never mark the same characters and a majority of
+    # characters almost never forms. Their union is the panel's answer, and the verdict is
+    # "the union marks something", so verdict and spans cannot disagree.
+    consensus={"score": "median", "spans": "union", "verdict": "spans"},
 )
 """The embedded offline panel: three detectors that need no network and no weights."""
 
@@ -148,12 +200,17 @@ def parse_panel(data: Any, source: str = "panel") -> PanelSpec:
     try:
         panel = PanelSpec.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'panel'}: {e['msg']}" for e in error.errors()
-        )
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
         raise PanelError(f"{source}: {problems}") from None
     _check_references(panel, source)
     return panel
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    # pydantic prefixes the text of a ValueError raised in a validator; the user wants ours.
+    message = message.removeprefix("Value error, ")
+    where = ".".join(str(p) for p in loc)
+    return f"{where}: {message}" if where else message
 
 
 def _check_references(panel: PanelSpec, source: str) -> None:

@@ -136,7 +136,9 @@ def parse_score_output(raw: str | dict[str, Any]) -> ParsedOutput:
 def parse_spans_output(raw: str | dict[str, Any]) -> ParsedOutput:
     """``{"reasoning": {...} | "...", "hallucination_list": ["span", ...]}`` → span strings.
 
-    The score is left None: the caller derives it (1 if any span, else 0).
+    Empty and whitespace-only strings are dropped: they flag nothing, so a list of only
+    blanks is a clean answer. The score is left None: the caller derives it (1 if any span
+    could be anchored in the text, else 0).
     """
     obj = _load(raw, "hallucination_list")
     if "hallucination_list" not in obj:
@@ -152,7 +154,8 @@ def parse_spans_output(raw: str | dict[str, Any]) -> ParsedOutput:
                 "field 'hallucination_list' must be a list of strings; "
                 f"item {i} is {_describe(entry)}"
             )
-    return ParsedOutput(score=None, spans=tuple(value), reasoning=_reasoning(obj))
+    spans = tuple(entry for entry in value if entry.strip())
+    return ParsedOutput(score=None, spans=spans, reasoning=_reasoning(obj))
 
 
 def parse_output(raw: str | dict[str, Any], kind: OutputKind) -> ParsedOutput:

@@ -9,13 +9,15 @@ Every comparison pairs the two runs by item id and only uses items both runs sco
 - the change in agreement (Krippendorff's interval alpha over the paired items).
 
 :func:`check_thresholds` turns a :class:`Comparison` into the list of what regressed, each
-entry a sentence a person can act on; an empty list means the run passed.
+entry a sentence a person can act on; an empty list means the run passed. :func:`gate_notes`
+lists the checks that could not be applied, such as the mean-increase gate on a suite too
+small for the Wilcoxon test ever to be significant (n <= 5 changed items at alpha 0.05).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +43,9 @@ class ScoreChange:
     p_value: float
     ci_low: float
     ci_high: float
+    n_changed: int | None = None
+    """Paired items whose score changed: the Wilcoxon test's n, as it drops zero differences
+    (None when unknown, read as ``n_paired``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,8 @@ class Thresholds:
     """When a run counts as regressed. Each check can be switched off with ``None``."""
 
     max_mean_increase: float | None = 0.05
-    """Largest allowed rise of the mean consensus score, when the paired test is significant."""
+    """Largest allowed rise of the mean consensus score, when the paired test is significant
+    (with too few changed items it never can be: :func:`gate_notes` says so)."""
     max_flips_to_hallucinated: int | None = 3
     """Largest allowed number of items whose verdict went from clean to hallucinated."""
     max_judge_drift: float | None = 0.1
@@ -130,8 +136,8 @@ def paired_score_change(before: npt.ArrayLike, after: npt.ArrayLike) -> ScoreCha
     the exact two-sided p-value is 2 * P(W <= 1) = 2 * 2/16 = 0.25:
 
     >>> c = paired_score_change([0.0, 0.25, 0.5, 0.0], [0.5, 0.5, 0.375, 1.0])
-    >>> c.n_paired, c.mean_delta, c.median_delta, c.statistic, c.p_value
-    (4, 0.40625, 0.375, 1.0, 0.25)
+    >>> c.n_paired, c.n_changed, c.mean_delta, c.median_delta, c.statistic, c.p_value
+    (4, 4, 0.40625, 0.375, 1.0, 0.25)
     """
     a = np.asarray(before, dtype=np.float64).reshape(-1)
     b = np.asarray(after, dtype=np.float64).reshape(-1)
@@ -139,12 +145,13 @@ def paired_score_change(before: npt.ArrayLike, after: npt.ArrayLike) -> ScoreCha
         raise ValueError(f"before and after differ in length: {a.size} vs {b.size}")
     nan = float("nan")
     if a.size == 0:
-        return ScoreChange(0, nan, nan, nan, nan, nan, nan)
+        return ScoreChange(0, nan, nan, nan, nan, nan, nan, n_changed=0)
     d = b - a
     low, high = bootstrap_mean_ci(d)
     mean, median = float(d.mean()), float(np.median(d))
-    if not np.any(d != 0):
-        return ScoreChange(int(d.size), mean, median, 0.0, 1.0, low, high)
+    changed = int(np.count_nonzero(d))
+    if not changed:
+        return ScoreChange(int(d.size), mean, median, 0.0, 1.0, low, high, n_changed=0)
     result = stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
     return ScoreChange(
         n_paired=int(d.size),
@@ -154,7 +161,20 @@ def paired_score_change(before: npt.ArrayLike, after: npt.ArrayLike) -> ScoreCha
         p_value=float(result.pvalue),
         ci_low=low,
         ci_high=high,
+        n_changed=changed,
     )
+
+
+def min_wilcoxon_p(n: int) -> float:
+    """The smallest two-sided p-value the exact Wilcoxon signed-rank test can give with ``n``
+    non-zero differences: all of one sign, 2 of the 2**n equally likely sign patterns.
+
+    At alpha 0.05 no suite with 5 or fewer changed items can ever be significant:
+
+    >>> min_wilcoxon_p(5), min_wilcoxon_p(6), min_wilcoxon_p(1), min_wilcoxon_p(0)
+    (0.0625, 0.03125, 1.0, 1.0)
+    """
+    return math.ldexp(1.0, 1 - n) if n > 0 else 1.0
 
 
 def verdict_flips(
@@ -295,10 +315,40 @@ def check_thresholds(comparison: Comparison, thresholds: Thresholds) -> list[str
     return problems
 
 
-def regression_message(problems: list[str]) -> str:
-    """``"regressed: a; b"``, or ``"no regression"``.
+def gate_notes(comparison: Comparison, thresholds: Thresholds) -> list[str]:
+    """The checks that could not be applied, one sentence each; empty when all could.
+
+    The mean-increase gate needs a significant Wilcoxon test, which too few changed items
+    can never give: without this note such a suite would pass the gate silently. With no
+    changed item at all there is no increase to gate, so nothing is said.
+
+    >>> c = Comparison(ScoreChange(8, 0.3, 0.3, 0.0, 0.0625, 0.2, 0.4, n_changed=5), 0, 0,
+    ...                (), 0.5, 0.5)
+    >>> gate_notes(c, Thresholds())  # doctest: +NORMALIZE_WHITESPACE
+    ['too few paired items (n=5 whose score changed) for the Wilcoxon test to reach p < 0.05
+      (its smallest possible p-value is 0.0625); the mean-increase gate was not applied']
+    >>> gate_notes(c, Thresholds(p_value_alpha=0.1))
+    []
+    """
+    s = comparison.score
+    n = s.n_changed if s.n_changed is not None else s.n_paired
+    alpha = thresholds.p_value_alpha
+    if thresholds.max_mean_increase is None or n == 0 or min_wilcoxon_p(n) < alpha:
+        return []
+    return [
+        f"too few paired items (n={n} whose score changed) for the Wilcoxon test to reach "
+        f"p < {alpha:g} (its smallest possible p-value is {min_wilcoxon_p(n):.3g}); "
+        "the mean-increase gate was not applied"
+    ]
+
+
+def regression_message(problems: list[str], notes: Sequence[str] = ()) -> str:
+    """``"regressed: a; b"``, or ``"no regression"``, then each note as ``". Note: ..."``.
 
     >>> regression_message(["x", "y"]), regression_message([])
     ('regressed: x; y', 'no regression')
+    >>> regression_message([], ["the gate was not applied"])
+    'no regression. Note: the gate was not applied'
     """
-    return "regressed: " + "; ".join(problems) if problems else "no regression"
+    verdict = "regressed: " + "; ".join(problems) if problems else "no regression"
+    return verdict + "".join(f". Note: {note}" for note in notes)

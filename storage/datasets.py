@@ -2,14 +2,17 @@
 
 Rows stream in record batches so a large dataset never sits in memory whole. A row that
 cannot become an item (broken JSON, invalid UTF-8, a missing or empty column, an oversized
-value) becomes a :class:`RowError` with its line number; the other rows go on.
+value, gold labels that do not fit the judged text) becomes a :class:`RowError` with its
+line number; the other rows go on.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +33,21 @@ FALLBACK_COLUMNS: dict[str, tuple[str, ...]] = {
 
 _METADATA_SKIP = {"labels", "hallucinated", "source_info", "id"}
 
+SPAN_TEXT_VARIABLES = ("response", "output")
+"""Where gold spans point, first present wins: the response (the score prompt's ``output``
+falls back to the same column)."""
+
+_INTEGER_RE = re.compile(r"[+-]?\d+")
+_SHOWN = 60
+"""How much of an offending value an error message quotes."""
+
 
 class DatasetError(ValueError):
     """The dataset as a whole cannot be read (unknown format, missing file or column)."""
+
+
+class GoldLabelError(ValueError):
+    """A row's gold labels cannot be used; the message names the label and what is wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,17 +229,105 @@ def count_rows(path: Path) -> int | None:
         con.close()
 
 
-def _gold(row: Mapping[str, Any], columns: ColumnMap) -> GoldLabels | None:
-    spans: tuple[tuple[int, int], ...] = ()
-    labels = row.get(columns.labels_column) if columns.labels_column else None
-    if isinstance(labels, str):
-        labels = json.loads(labels) if labels.strip() else []
-    if isinstance(labels, list):
-        spans = tuple(
-            (int(label["start"]), int(label["end"]))
-            for label in labels
-            if isinstance(label, dict) and label.get("start") is not None
-        )
+@dataclass(frozen=True, slots=True)
+class _SpanBound:
+    """The text gold spans point into, as far as checking them needs: its name and length."""
+
+    name: str
+    length: int
+
+
+def _shown(value: object) -> str:
+    """ "int 7", "str 'one'": the type and (shortened) value, for error messages."""
+    if isinstance(value, dict):
+        return "object"
+    text = repr(value)
+    text = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _decoded(value: object) -> object:
+    """``value``, or what it decodes to when it is JSON text.
+
+    DuckDB infers one type per column over the whole file, so one odd row retypes the good
+    ones too: a field typed JSON arrives as JSON text ('12', '"12"', '{"start": 1}'), a
+    VARCHAR one as is.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        decoded: object = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    return decoded
+
+
+def _offset(value: object, label: int, field: str) -> int:
+    """A label's start or end as an int; raises GoldLabelError naming what it is instead."""
+    value = _decoded(value)
+    if isinstance(value, str) and _INTEGER_RE.fullmatch(value.strip()):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # DuckDB may widen an offset column to DOUBLE or DECIMAL: a whole number is still fine.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    raise GoldLabelError(f"label {label}: {field} must be an integer, got {_shown(value)}")
+
+
+def _label_list(raw: object) -> list[object] | None:
+    """The row's labels as a list (None when the row has none); raises GoldLabelError."""
+    if isinstance(raw, str):
+        if not raw.strip():
+            return []
+        try:
+            raw = json.loads(raw)  # a CSV cell, or a column DuckDB typed JSON
+        except json.JSONDecodeError as error:
+            raise GoldLabelError(
+                f"'labels' is not valid JSON ({error.msg} at column {error.colno})"
+            ) from None
+    if raw is None or isinstance(raw, list):
+        return raw
+    raise GoldLabelError(f"'labels' must be a list of {{start, end}} objects, got {_shown(raw)}")
+
+
+def _gold_spans(labels: list[object], bound: _SpanBound) -> tuple[tuple[int, int], ...]:
+    """Each label's (start, end), checked against the judged text; raises GoldLabelError.
+
+    A label's ``text``, when present, is not compared with the text at its offsets: the
+    offsets are what every view and statistic uses, and the text is a human's note.
+    """
+    spans: list[tuple[int, int]] = []
+    for number, raw in enumerate(labels, start=1):
+        label = _decoded(raw)
+        if not isinstance(label, dict):
+            raise GoldLabelError(
+                f"label {number} must be an object with 'start' and 'end', got {_shown(label)}"
+            )
+        for field in ("start", "end"):
+            if label.get(field) is None:
+                raise GoldLabelError(f"label {number} has no {field!r}")
+        start = _offset(label["start"], number, "start")
+        end = _offset(label["end"], number, "end")
+        if start < 0:
+            raise GoldLabelError(f"label {number}: start {start} is negative")
+        if start >= end:
+            raise GoldLabelError(f"label {number}: start {start} is not before end {end}")
+        if end > bound.length:
+            raise GoldLabelError(
+                f"label {number}: end {end} is past the end of {bound.name} "
+                f"({bound.length:,} characters)"
+            )
+        spans.append((start, end))
+    return tuple(spans)
+
+
+def _gold(row: Mapping[str, Any], columns: ColumnMap, bound: _SpanBound) -> GoldLabels | None:
+    raw = row.get(columns.labels_column) if columns.labels_column else None
+    labels = _label_list(raw)
+    spans = _gold_spans(labels, bound) if labels else ()
     hallucinated = row.get(columns.hallucinated_column) if columns.hallucinated_column else None
     if isinstance(hallucinated, str):
         hallucinated = hallucinated.strip().lower() in {"true", "1", "yes"}
@@ -233,6 +336,16 @@ def _gold(row: Mapping[str, Any], columns: ColumnMap) -> GoldLabels | None:
     if hallucinated is None and not spans:
         return None
     return GoldLabels(hallucinated=bool(hallucinated), spans=spans)
+
+
+def _span_bound(variables: Mapping[str, str], columns: ColumnMap, max_chars: int) -> _SpanBound:
+    """What gold spans must fit in: the judged response, or (when the prompts do not use
+    it) the longest text a row may carry, so that no label can claim unbounded memory."""
+    for variable in SPAN_TEXT_VARIABLES:
+        if variable in variables:
+            column = columns.variables[variable]
+            return _SpanBound(f"the {column} text", len(variables[variable]))
+    return _SpanBound("the longest accepted text (--max-chars)", max_chars)
 
 
 def row_to_item(
@@ -257,9 +370,11 @@ def row_to_item(
             )
         variables[var] = text
     try:
-        gold = _gold(row, columns)
-    except (ValueError, KeyError, TypeError) as error:
-        return RowError(number, item_id, f"unreadable gold labels: {error}")
+        gold = _gold(row, columns, _span_bound(variables, columns, max_chars))
+    except GoldLabelError as error:
+        return RowError(
+            number, item_id, f"bad gold labels: {error}; fix or remove the row's 'labels'"
+        )
     used = set(columns.variables.values()) | _METADATA_SKIP
     metadata = {
         key: str(value)

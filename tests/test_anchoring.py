@@ -17,11 +17,46 @@ ARTICLE = (
 
 def test_exact_and_repeat() -> None:
     text = "free WiFi here, free WiFi there, free WiFi everywhere"
-    spans = anchor_spans(text, ["free WiFi", "free WiFi", "there"])
-    assert [s.match for s in spans] == ["exact", "repeat", "exact"]
-    assert [s.char_start for s in spans] == [0, 16, 26]
+    spans = anchor_spans(text, ["free WiFi", "free WiFi", "there", "free WiFi"])
+    assert [s.match for s in spans] == ["exact", "repeat", "exact", "repeat"]
+    assert [s.char_start for s in spans] == [0, 16, 26, 33]
     assert all(text[s.char_start : s.char_end] == s.text for s in spans)
     assert spans[0].requested == "free WiFi"
+
+
+def test_a_string_listed_once_but_found_twice_is_ambiguous() -> None:
+    text = "Free WiFi and parking. Parking is free WiFi too."
+    (span,) = anchor_spans(text, ["free WiFi"])
+    # 'free WiFi' at 34 is the only exact occurrence ('Free WiFi' differs in case)
+    assert (span.match, span.char_start) == ("exact", 34)
+    (span,) = anchor_spans(text, ["parking"])
+    assert (span.match, span.char_start) == ("exact", 14)
+    (span,) = anchor_spans(text, ["PARKING"])  # no exact match; two normalised ones
+    assert (span.match, span.char_start, span.text) == ("ambiguous", 14, "parking")
+    (span,) = anchor_spans("open daily, open daily", ["open daily"])
+    assert (span.match, span.char_start, span.char_end) == ("ambiguous", 0, 10)
+
+
+def test_a_string_listed_fewer_times_than_it_occurs_is_ambiguous_each_time() -> None:
+    text = "free WiFi here, free WiFi there, free WiFi everywhere"
+    spans = anchor_spans(text, ["free WiFi", "there", "free WiFi"])
+    assert [(s.match, s.char_start) for s in spans] == [
+        ("ambiguous", 0),
+        ("exact", 26),
+        ("ambiguous", 16),
+    ]
+    # normalised too: 'Free wifi' listed twice, 'free WiFi' found three times
+    spans = anchor_spans(text, ["Free wifi", "FREE WIFI"])
+    assert [(s.match, s.char_start) for s in spans] == [("ambiguous", 0), ("ambiguous", 16)]
+
+
+def test_listings_that_normalise_alike_share_the_count() -> None:
+    spans = anchor_spans(
+        "Outdoor seating. outdoor seating", ["OUTDOOR SEATING", "Outdoor Seating."]
+    )
+    assert [(s.match, s.char_start) for s in spans] == [("normalized", 0), ("normalized", 17)]
+    (span,) = anchor_spans("Outdoor seating. outdoor seating", ["OUTDOOR SEATING"])
+    assert (span.match, span.char_start) == ("ambiguous", 0)
 
 
 def test_more_repeats_than_occurrences_leaves_the_extra_unmatched() -> None:
@@ -89,7 +124,8 @@ def test_exact_substring_anchors_exactly(text: str, data: st.DataObject) -> None
     s = text[start:end]
     assume(s.strip())
     (span,) = anchor_spans(text, [s])
-    assert span.match == "exact"
+    # str.count counts non-overlapping occurrences, as anchoring does
+    assert span.match == ("exact" if text.count(s) == 1 else "ambiguous")
     assert span.char_start is not None and span.char_end is not None
     assert text[span.char_start : span.char_end] == s == span.text
     assert span.char_start == text.find(s)
@@ -142,7 +178,8 @@ def test_near_miss_anchors_normalized(
         requested = target + "."
         assume(requested not in text)
     (span,) = anchor_spans(text, [requested])
-    assert span.match == "normalized"
+    # the text is already normalised: its occurrences of the target are the normalised ones
+    assert span.match == ("normalized" if text.count(target) == 1 else "ambiguous")
     assert (span.char_start, span.char_end) == (start, start + len(target))
 
 
@@ -159,4 +196,27 @@ def test_repeats_go_to_successive_occurrences(phrase: list[str], n: int, filler:
         expected.append((position, position + len(target)))
         position += len(target)
     assert [(s.char_start, s.char_end) for s in spans] == expected
-    assert [s.match for s in spans] == ["exact"] + ["repeat"] * (n - 1)
+    if text.count(target) == n:
+        assert [s.match for s in spans] == ["exact"] + ["repeat"] * (n - 1)
+    else:  # the filler holds the target too: listed fewer times than it occurs
+        assert [s.match for s in spans] == ["ambiguous"] * n
+
+
+@given(st.lists(words, min_size=1, max_size=3), st.integers(1, 4), st.integers(1, 4))
+def test_ambiguous_iff_listed_fewer_times_than_it_occurs(
+    phrase: list[str], occurs: int, listed: int
+) -> None:
+    target = " ".join(phrase)
+    text = " | ".join([target] * occurs)
+    assume(text.count(target) == occurs)
+    spans = anchor_spans(text, [target] * listed)
+    anchored = spans[:occurs]
+    assert all(s.anchored for s in anchored)
+    assert [s.char_start for s in anchored] == [
+        i * (len(target) + 3) for i in range(min(occurs, listed))
+    ]
+    if listed < occurs:
+        assert [s.match for s in spans] == ["ambiguous"] * listed
+    else:
+        assert [s.match for s in anchored] == ["exact"] + ["repeat"] * (occurs - 1)
+        assert [s.match for s in spans[occurs:]] == ["unmatched"] * (listed - occurs)
