@@ -704,4 +704,6 @@ def reduce_spans(
 def decide_verdict(rule: ConsensusRule, ballot: Ballot) -> bool:
     if rule.verdict.name == "auto":
         raise RuleError("resolve verdict 'auto' against the panel first (ConsensusRule.resolve)")
+    if ballot.fit is None and rule.verdict_fit is not None:
+        ballot = replace(ballot, fit=rule.verdict_fit)
     return bool(rule.verdict.entry.fn(ballot, rule.verdict.param))

@@ -68,7 +68,7 @@ def synthetic(n_items: int = 240, seed: int = 0) -> CalibrationData:
     )
     # Characters: word w of item i sits at 2w; spaces at odd positions stay unmarked.
     def to_chars(words: np.ndarray) -> np.ndarray:
-        chars = np.zeros(words.shape[:-1] + (length,), dtype=bool)
+        chars = np.zeros((*words.shape[:-1], length), dtype=bool)
         chars[..., 0::2] = words
         return chars.reshape(*words.shape[:-2], n_chars)
 
@@ -170,7 +170,7 @@ def test_calibrate_stores_a_rule_that_run_and_reaggregate_apply(
     runner = CliRunner()
     result = runner.invoke(
         app, ["calibrate", run_id, "--db", str(db), "--name", "offline", "--folds", "3",
-              "--format", "json"],  # fmt: skip
+              "--format", "json"],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
