@@ -106,8 +106,11 @@ class GroupAgreement(_Frozen):
     cohen_kappa_matrix: list[list[float | None]]
     span_f1_matrix: list[list[float | None]]
     error_correlation: list[list[float | None]] | None = None
-    """Pearson correlation of (score - gold) between judges; None without human labels."""
+    """Pearson correlation of the judges' error indicators (verdict wrong vs gold); None
+    without human labels."""
     effective_panel_size: Stat | None = None
+    error_notes: list[str] = []
+    """Judges left out of the error correlation (never wrong, always wrong), said apart."""
 
 
 class JudgeSummary(_Frozen):
@@ -172,6 +175,27 @@ class Accuracy(_Frozen):
     spans_answered: Scores | None
 
 
+class JudgeReliability(_Frozen):
+    """A judge's sensitivity and specificity estimated without labels (Dawid–Skene EM)."""
+
+    judge_id: str
+    level: str
+    """``verdicts`` (per item) or ``characters`` (per character of span answers)."""
+    sensitivity: float | None
+    specificity: float | None
+    n_units: int
+
+
+class Reliability(_Frozen):
+    judges: list[JudgeReliability]
+    prevalence: float | None
+    effective_panel_size: Stat
+    """How independent the judges' errors look given the estimated truth; Dawid–Skene
+    assumes it, and a low value means the sensitivities above are overstated."""
+    warning: str | None
+    notes: list[str]
+
+
 class AgreementReport(_Frozen):
     run_id: str
     status: str
@@ -185,6 +209,13 @@ class AgreementReport(_Frozen):
     has_gold: bool
     accuracy: list[Accuracy]
     notes: list[str]
+    consensus_rule: str | None = None
+    """The rule the run's consensus was made with (``runs.consensus``)."""
+    contradictions: int = 0
+    """Items whose consensus is clean yet has consensus spans (the rule let them disagree)."""
+    unlocalised: int = 0
+    """Items where the judges agree something is wrong but no character won the span vote."""
+    reliability: Reliability | None = None
 
 
 # -- computing ------------------------------------------------------------------------
@@ -278,16 +309,18 @@ def _group(
 
     corr: list[list[float | None]] | None = None
     n_eff: Stat | None = None
+    error_notes: list[str] = []
     if gold and not one:
-        g = data.gold_hallucinated
-        matrix = ag.error_correlation(scores, g)
-        usable = int((~np.isnan(g) & ~np.isnan(scores[active]).any(axis=0)).sum())
-        corr = _matrix(matrix)
+        # Errors as indicators (the judge's verdict is wrong vs gold), not signed score
+        # errors, which correlate through gold itself: independent coin flips must count 3.
+        errors = ag.error_correlation_report(verdicts, data.gold_hallucinated, names=judges)
+        corr = _matrix(errors.correlation)
         n_eff = _stat(
-            ag.effective_panel_size(matrix),
-            usable,
-            "no two judges with varying errors on the items all of them scored",
+            errors.effective_size,
+            errors.n_items,
+            "no two judges with varying errors on the items all of them judged",
         )
+        error_notes = list(errors.notes)
 
     return GroupAgreement(
         name=name,
@@ -314,6 +347,7 @@ def _group(
         span_f1_matrix=_matrix(span_f1),
         error_correlation=corr,
         effective_panel_size=n_eff,
+        error_notes=error_notes,
     )
 
 
@@ -456,6 +490,10 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
         )
 
     return AgreementReport(
+        consensus_rule=data.consensus_rule,
+        contradictions=data.contradictions,
+        unlocalised=data.unlocalised,
+        reliability=_reliability(data),
         run_id=data.info.run_id,
         status=data.info.status,
         dataset=data.info.dataset,
@@ -467,6 +505,62 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
         has_gold=gold,
         accuracy=accuracy,
         notes=notes,
+    )
+
+
+def _reliability(data: sa.RunData) -> Reliability | None:
+    from judges.reliability import reliability_report
+
+    if len(data.judge_ids) < 2 or np.isnan(data.verdicts).all():
+        return None
+    report = reliability_report(data.verdicts, names=data.judge_ids)
+    fit, dependence = report.fit, report.dependence
+    judges = [
+        JudgeReliability(
+            judge_id=judge_id,
+            level="verdicts",
+            sensitivity=None if np.isnan(fit.sensitivity[j]) else float(fit.sensitivity[j]),
+            specificity=None if np.isnan(fit.specificity[j]) else float(fit.specificity[j]),
+            n_units=int(fit.n_items_used[j]),
+        )
+        for j, judge_id in enumerate(data.judge_ids)
+    ]
+    return Reliability(
+        judges=judges,
+        prevalence=float(fit.prevalence),
+        effective_panel_size=_stat(
+            float(dependence.effective_size), int(data.verdicts.shape[1]), "not estimable"
+        ),
+        warning=report.warning,
+        notes=list(report.notes),
+    )
+
+
+def record_reliability(store: Store, run_id: str) -> None:
+    """Store each judge's unlabelled reliability estimate (``judge_reliability``)."""
+    from storage.store import ReliabilityRow
+
+    report = agreement_report(store, run_id)
+    found = report.reliability
+    if found is None:
+        return
+    size = found.effective_panel_size.value
+    store.save_reliability(
+        report.run_id,
+        [
+            ReliabilityRow(
+                judge_id=j.judge_id,
+                level=j.level,
+                method="dawid_skene",
+                sensitivity=j.sensitivity,
+                specificity=j.specificity,
+                prevalence=found.prevalence,
+                n_units=j.n_units,
+                effective_panel_size=size,
+                note=found.warning,
+            )
+            for j in found.judges
+        ],
     )
 
 

@@ -162,7 +162,7 @@ def _judges_table(report: AgreementReport) -> Table:
 def _error_table(group: GroupAgreement) -> Table | None:
     if group.error_correlation is None:
         return None
-    table = Table(title="Error correlation (score − gold)", title_justify="left")
+    table = Table(title="Error correlation (verdict wrong vs gold)", title_justify="left")
     table.add_column("")
     for judge in group.judges:
         table.add_column(judge, justify="right")
@@ -172,32 +172,46 @@ def _error_table(group: GroupAgreement) -> Table | None:
 
 
 def _accuracy_table(report: AgreementReport) -> Table:
-    table = Table(title="Against the human labels", title_justify="left")
+    table = Table(
+        title="Against the human labels (all items: no answer counts as flagging nothing)",
+        title_justify="left",
+    )
     for name in (
-        "predictor",
-        "items",
-        "precision",
-        "recall",
-        "F1",
-        "span items",
-        "span P",
-        "span R",
-        "span F1",
-    ):
+        "predictor", "coverage", "items", "precision", "recall", "F1", "F1 answered",
+        "span items", "span P", "span R", "span F1", "span F1 answered",
+    ):  # fmt: skip
         table.add_column(name, justify="left" if name == "predictor" else "right")
     for a in report.accuracy:
         r, s = a.response, a.spans
         table.add_row(
             Text(a.predictor, style="bold" if a.predictor == "consensus" else ""),
+            _pct(a.coverage),
             str(a.n_items),
             _num(r.precision if r else None),
             _num(r.recall if r else None),
             _num(r.f1 if r else None),
+            _num(a.response_answered.f1 if a.response_answered else None),
             str(a.n_span_items),
             _num(s.precision if s else None),
             _num(s.recall if s else None),
             _num(s.f1 if s else None),
+            _num(a.spans_answered.f1 if a.spans_answered else None),
         )
+    return table
+
+
+def _reliability_table(report: AgreementReport) -> Table | None:
+    found = report.reliability
+    if found is None:
+        return None
+    table = Table(
+        title="Judge reliability without labels (Dawid–Skene EM over verdicts)",
+        title_justify="left",
+    )
+    for name in ("judge", "sensitivity", "specificity", "verdicts"):
+        table.add_column(name, justify="left" if name == "judge" else "right")
+    for j in found.judges:
+        table.add_row(Text(j.judge_id), _num(j.sensitivity), _num(j.specificity), str(j.n_units))
     return table
 
 
@@ -217,10 +231,32 @@ def print_agreement(report: AgreementReport) -> None:
     errors = _error_table(everyone)
     if errors is not None:
         console.print(errors)
+    for note in everyone.error_notes:
+        console.print(Text(f"note: {note}"))
+    reliability = _reliability_table(report)
+    if reliability is not None and report.reliability is not None:
+        console.print(reliability)
+        found = report.reliability
+        console.print(
+            Text(
+                f"estimated prevalence {_pct(found.prevalence)} · judges worth "
+                f"{found.effective_panel_size.show()} independent ones given the estimate"
+            )
+        )
+        if found.warning:
+            console.print(Text(f"warning: {found.warning}", style="yellow"))
     if report.accuracy:
         console.print(_accuracy_table(report))
+    if report.consensus_rule:
+        console.print(
+            Text(
+                f"consensus rule: {report.consensus_rule} · {report.contradictions} "
+                f"contradictions (clean verdict with consensus spans) · {report.unlocalised} "
+                "unlocalised (judges agree something is wrong, not where)"
+            )
+        )
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(Text(f"note: {note}"))
 
 
 def agreement(

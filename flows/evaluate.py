@@ -217,6 +217,9 @@ async def evaluate(
         raise
     await close_judges()
     plan.store.finish_run(plan.run_id, "completed")
+    from flows.analysis import record_reliability  # the store holds what the report shows
+
+    await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
     summary = plan.store.run_summary(plan.run_id)
     summary.update(
         run_id=plan.run_id,

@@ -200,6 +200,9 @@ async def reaggregate(
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")
         raise
     store.finish_run(new_id, "completed")
+    from flows.analysis import record_reliability
+
+    record_reliability(store, new_id)
     logger.info(
         "run %s: consensus of %s recomputed (quorum %s; %s)", new_id, run_id, needed, fitted
     )

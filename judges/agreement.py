@@ -17,6 +17,7 @@ Conventions shared by the whole module:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -30,6 +31,7 @@ IntArray = npt.NDArray[np.int64]
 SpanList = Sequence[tuple[int, int]]
 
 __all__ = [
+    "ErrorCorrelation",
     "Level",
     "SpanList",
     "alpha_from_coincidences",
@@ -37,6 +39,8 @@ __all__ = [
     "coincidence_matrix",
     "effective_panel_size",
     "error_correlation",
+    "error_correlation_report",
+    "error_indicators",
     "fleiss_kappa",
     "judge_bias",
     "krippendorff_alpha",
@@ -495,42 +499,135 @@ def judge_bias(scores: npt.ArrayLike, consensus: npt.ArrayLike) -> FloatArray:
         return np.where(count > 0, total / count, np.nan)
 
 
-def error_correlation(scores_or_verdicts: npt.ArrayLike, gold: npt.ArrayLike) -> FloatArray:
+def error_indicators(verdicts: npt.ArrayLike, gold: npt.ArrayLike) -> FloatArray:
+    """Whether each judge got each item wrong: ``1.0`` where its verdict differs from the
+    gold 0/1 label, ``0.0`` where it matches, ``NaN`` where either is missing.
+
+    ``verdicts`` is a verdict matrix; 0-1 scores are accepted and turned into verdicts with
+    :func:`verdicts_from_scores` (which leaves 0/1 verdicts unchanged), so a caller still
+    passing scores gets the same answer. Values outside [0, 1] or a gold label other than
+    0/1 raise ``ValueError``.
+
+    >>> error_indicators([[1, 0, 0.8, float("nan")]], [1, 1, 0, 0]).tolist()
+    [[0.0, 1.0, 1.0, nan]]
+    """
+    x = _matrix(verdicts, "verdicts")
+    g = _vector(gold, x.shape[1], "gold")
+    if ((x < 0) | (x > 1)).any():
+        raise ValueError("verdicts must be 0/1 (or 0-1 scores), with NaN for no verdict")
+    if ((g != 0) & (g != 1) & ~np.isnan(g)).any():
+        raise ValueError("gold must be 0/1, with NaN for no label")
+    v = verdicts_from_scores(x)
+    return np.where(np.isnan(v) | np.isnan(g), np.nan, (v != g).astype(np.float64))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ErrorCorrelation:
+    """The judges' error correlation against gold, with what it had to leave out.
+
+    ``correlation`` is :func:`error_correlation`'s matrix, ``n_items`` the items it used
+    (gold and every judge who gave any verdict present), ``error_rate`` each judge's share of
+    wrong verdicts on them (``NaN`` for a judge with none), ``constant_error`` the judges
+    whose error never varies there (always right or always wrong: no correlation is
+    defined, so they are not in ``effective_size``), and ``notes`` one sentence for each
+    judge left out, ready to print.
+    """
+
+    correlation: FloatArray
+    n_items: int
+    error_rate: FloatArray
+    constant_error: tuple[int, ...]
+    effective_size: float
+    notes: tuple[str, ...]
+
+
+def error_correlation_report(
+    verdicts: npt.ArrayLike, gold: npt.ArrayLike, names: Sequence[str] | None = None
+) -> ErrorCorrelation:
+    """Correlation of the judges' error *indicators* (:func:`error_indicators`), with notes.
+
+    The error is ``1[verdict != gold]``, not the signed ``verdict - gold``: signed errors
+    all contain ``-gold``, so they correlate through the labels themselves, and three
+    judges flipping independent coins came out worth 1.5 judges instead of 3. Indicators
+    of independent judges are independent whatever the labels.
+
+    The Pearson correlation is taken over the items where gold and every judge who gave any
+    verdict are present, so that all pairs (and :func:`effective_panel_size`) see the same
+    items. ``names`` label the judges in ``notes`` (default ``judge 0``, ``judge 1``, ...).
+
+    >>> report = error_correlation_report([[1, 0, 1], [0, 1, 1], [0, 1, 0]], [0, 1, 1])
+    >>> report.constant_error, report.error_rate.round(2).tolist()
+    ((1,), [0.67, 0.0, 0.33])
+    >>> report.notes[0].split(":")[0]
+    "judge 1 is never wrong on the 3 items with gold and every judge's verdict"
+    """
+    err = error_indicators(verdicts, gold)
+    n_judges = err.shape[0]
+    label = [names[j] if names is not None else f"judge {j}" for j in range(n_judges)]
+    active = ~np.isnan(_matrix(verdicts, "verdicts")).all(axis=1)
+    g = _vector(gold, err.shape[1], "gold")
+    keep = ~np.isnan(g) & ~np.isnan(err[active]).any(axis=0)
+    n_items = int(keep.sum())
+    corr = np.full((n_judges, n_judges), np.nan)
+    rate = np.full(n_judges, np.nan)
+    notes = [f"{label[j]} gave no verdict and is left out" for j in np.flatnonzero(~active)]
+    constant: tuple[int, ...] = ()
+    if n_items:
+        e = err[np.ix_(active, keep)]
+        rate[active] = e.mean(axis=1)
+        # Indicators are exactly 0/1, so a constant row has min == max (no float fuzz).
+        varies = e.min(axis=1) < e.max(axis=1)
+        idx = np.flatnonzero(active)
+        constant = tuple(int(j) for j in idx[~varies])
+        for j in constant:
+            how = "never wrong on" if rate[j] == 0 else "wrong on every one of"
+            notes.append(
+                f"{label[j]} is {how} the {n_items} items with gold and every judge's "
+                "verdict: its errors do not vary, so it has no error correlation and is left "
+                "out of the effective panel size"
+            )
+        if n_items >= 2:
+            centred = e - e.mean(axis=1, keepdims=True)
+            sd = np.sqrt((centred * centred).sum(axis=1))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                c = np.clip((centred @ centred.T) / np.outer(sd, sd), -1.0, 1.0)
+            c[~varies, :] = np.nan
+            c[:, ~varies] = np.nan
+            corr[np.ix_(idx, idx)] = c
+    if n_items < 2:
+        notes.append(
+            f"{n_items} item{'' if n_items == 1 else 's'} with gold and every judge's verdict: "
+            "no error correlation"
+        )
+    n_eff = effective_panel_size(corr) if n_judges else float("nan")
+    return ErrorCorrelation(
+        correlation=corr,
+        n_items=n_items,
+        error_rate=rate,
+        constant_error=constant,
+        effective_size=n_eff,
+        notes=tuple(notes),
+    )
+
+
+def error_correlation(verdicts: npt.ArrayLike, gold: npt.ArrayLike) -> FloatArray:
     """Pearson correlation ``(n_judges, n_judges)`` of the judges' errors against gold 0/1.
 
-    The error is ``verdict - gold`` (or ``score - gold``), over the items where gold and
-    every judge who rated anything are present. Judges whose errors are correlated fail
-    together, so adding them to a panel buys less than their count suggests
-    (:func:`effective_panel_size`). Rows/columns are ``NaN`` for a judge with no ratings or
-    constant error on those items (a never-wrong judge has no error variance), and
-    everywhere when fewer than two items are usable.
+    The error is the indicator ``1[verdict != gold]`` (:func:`error_indicators`), over the
+    items where gold and every judge who gave any verdict are present. Judges whose errors
+    are correlated fail together, so adding them to a panel buys less than their count
+    suggests (:func:`effective_panel_size`). Rows/columns are ``NaN`` for a judge with no
+    verdict or a constant error on those items (never wrong, or always wrong: no variance),
+    and everywhere when fewer than two items are usable; :func:`error_correlation_report`
+    names the judges left out.
 
-    Errors (1, 0, 0, -1) and (1, 0, -1, -1); centred cross-products 2, squares 2 and 2.75,
-    so r = 2 / sqrt(2 * 2.75) = 0.853:
+    Indicators (1, 0, 0, 1) and (1, 0, 1, 1); centred cross-products 0.5, squares 1 and
+    0.75, so r = 0.5 / sqrt(0.75) = 1 / sqrt(3):
 
     >>> error_correlation([[1, 0, 1, 0], [1, 0, 0, 0]], [0, 0, 1, 1]).round(3).tolist()
-    [[1.0, 0.853], [0.853, 1.0]]
+    [[1.0, 0.577], [0.577, 1.0]]
     """
-    x = _matrix(scores_or_verdicts, "scores_or_verdicts")
-    g = _vector(gold, x.shape[1], "gold")
-    active = ~np.isnan(x).all(axis=1)
-    keep = ~np.isnan(g) & ~np.isnan(x[active]).any(axis=0)
-    out = np.full((x.shape[0], x.shape[0]), np.nan)
-    if keep.sum() < 2:
-        return out
-    err = x[np.ix_(active, keep)] - g[keep]
-    centred = err - err.mean(axis=1, keepdims=True)
-    sd = np.sqrt((centred * centred).sum(axis=1))
-    # ``ptp`` rather than ``sd == 0``: the mean of equal floats need not be exactly equal.
-    varies = np.ptp(err, axis=1) > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        corr = (centred @ centred.T) / np.outer(sd, sd)
-    corr = np.clip(corr, -1.0, 1.0)
-    corr[~varies, :] = np.nan
-    corr[:, ~varies] = np.nan
-    idx = np.flatnonzero(active)
-    out[np.ix_(idx, idx)] = corr
-    return out
+    return error_correlation_report(verdicts, gold).correlation
 
 
 def effective_panel_size(error_corr: npt.ArrayLike) -> float:
@@ -543,7 +640,8 @@ def effective_panel_size(error_corr: npt.ArrayLike) -> float:
     correlated errors would promise more than ``n`` judges, which averaging cannot deliver.
 
     NaN correlations are skipped; judges with no defined correlation to anyone are left out
-    of ``n``. A 1x1 matrix is worth 1 judge; no defined correlation at all gives ``NaN``.
+    of ``n`` (:func:`error_correlation_report` says which and why). A 1x1 matrix is worth
+    1 judge; no defined correlation at all gives ``NaN``.
 
     >>> effective_panel_size([[1, 0.5, 0.5], [0.5, 1, 0.5], [0.5, 0.5, 1]])
     1.5

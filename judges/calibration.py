@@ -270,7 +270,7 @@ def score(data: CalibrationData, pred: Prediction, items: BoolArray | None = Non
         fn=int((~pred.verdict & gold & use).sum()),
     )
     spans = None
-    if data.span_labelled.any():
+    if data.span_labelled.any() and data.has_spans and pred.chars.size:
         in_scope = (items & data.span_labelled)[data.char_item]
         p, g = pred.chars & in_scope, data.gold_chars & in_scope
         overlap = int((p & g).sum())
@@ -393,14 +393,45 @@ def _best(
     return best
 
 
-def fit_on(data: CalibrationData, base: ConsensusRule, train: BoolArray) -> ConsensusRule:
-    """The rule that does best on ``train``: span rule by span F1, then verdict by F1."""
+def fit_on(
+    data: CalibrationData, base: ConsensusRule, train: BoolArray, inner_folds: int = 3
+) -> ConsensusRule:
+    """The rule that does best on ``train``: span rule by span F1, then verdict by F1.
+
+    Span rules are judged on the training characters themselves (thousands of them make a
+    stable estimate). Verdicts rest on a few dozen items, where the best training F1 is
+    mostly luck, so each verdict candidate is judged by an inner grouped cross-validation
+    inside ``train`` (its parameters refitted on each inner fold), and the winner is refitted
+    on all of ``train``.
+    """
     rule = base
     if data.has_spans and data.span_labelled[train].any():
         spans = span_candidates(data, base, train)
         rule = _best(spans, lambda r: _span_f1(score(data, predict(data, r), train)))
-    verdicts = verdict_candidates(data, rule, train)
-    return _best(verdicts, lambda r: score(data, predict(data, r), train).response.f1)
+    candidates = verdict_candidates(data, rule, train)
+    groups = data.groups[train]
+    if inner_folds < 2 or len(set(map(str, groups))) < inner_folds:
+        return _best(candidates, lambda r: score(data, predict(data, r), train).response.f1)
+    inner = np.full(data.n_items, -1, dtype=np.int64)
+    inner[train] = grouped_folds(groups, inner_folds, seed=len(candidates))
+    said = np.zeros((len(candidates), data.n_items), dtype=bool)
+    for k in range(inner_folds):
+        held = inner == k
+        for c, rule_k in enumerate(verdict_candidates(data, rule, train & ~held)):
+            said[c, held] = predict(data, rule_k).verdict[held]
+    f1 = [
+        score(data, Prediction(said[c], np.zeros(0, dtype=bool)), train).response.f1
+        for c in range(len(candidates))
+    ]
+    return candidates[_first_best(f1)]
+
+
+def _first_best(values: list[float]) -> int:
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best] + 1e-12:
+            best = i
+    return best
 
 
 def _span_f1(scored: Scored) -> float:

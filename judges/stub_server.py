@@ -29,7 +29,19 @@ Answers (JSON of the shape the seed prompts ask for; spans are cut from the prom
 ``broken``             truncated JSON, always as text
 ``prose``              a sentence with no JSON, always as text
 ``random``             a seeded-random valid answer of the prompt's kind
+``sim-spans-<params>`` a simulated span judge of known recall and false-span share
+``sim-score-<params>`` a simulated score judge of known sensitivity and specificity
 =====================  ==========================================================
+
+Simulated judges answer from the gold labels of a dataset (``StubConfig.gold``, loaded by
+:func:`load_gold`; ``--gold DATASET`` on the command line): ``stub-sim-spans-r0.8-f0.1``
+returns each gold span with chance 0.8 plus false spans making up about 10% of what it
+returns; ``stub-sim-score-s0.9-p0.8-m1`` scores 90% of hallucinated responses above 0.0 and
+80% of clean ones 0.0, putting single mild hallucinations at 0.3. All parameters (recall,
+false share, boundary jitter, near misses, over-flagging, broken output, sensitivity,
+specificity, mild) are in :mod:`judges.stub_sim`. Answers are seeded by (seed, model name,
+response), so they are the same across runs and concurrency and independent across judges;
+a response not in the gold set (or no gold set) gets the ``random`` answer.
 
 Any model not starting with ``stub-`` gets ``StubConfig.default_answer`` (``random``),
 so a real panel file works against the stand-in unchanged.
@@ -60,7 +72,8 @@ server-wide RNG seeded with ``seed``) apply to requests the name or script did n
 before the name's rule: a fault (``"429"``, ``"drop"``, ...), an answer (``"score-0.3"``,
 ``"spans-good"``, ...) or ``"raw:<text>"`` for literal output text.
 
-Run it: ``python -m judges.stub_server --port 8765 --latency-ms 200 --fault-429 0.1``.
+Run it: ``python -m judges.stub_server --port 8765 --latency-ms 200 --fault-429 0.1``
+(add ``--gold data.jsonl`` for the ``sim-*`` judges).
 """
 
 from __future__ import annotations
@@ -81,6 +94,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from judges.providers.base import TOOL_NAME
+from judges.stub_sim import Gold, load_gold, sim_answer
 
 Fault = Literal["429", "500", "hang", "drop", "400", "401"]
 FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401")
@@ -127,6 +141,8 @@ class StubConfig:
     default_answer: str = "random"
     """The answer of a model whose name does not start with ``stub-``."""
     script: dict[str, list[str]] = field(default_factory=dict)
+    gold: Gold | None = None
+    """Gold labels by response text, for the ``sim-*`` judges (see :func:`load_gold`)."""
 
     def __post_init__(self) -> None:
         rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop, self.malformed)
@@ -313,7 +329,17 @@ def _score_answer(score: float) -> dict[str, Any]:
     return {"score": score, "reasoning": f"stub judge: score {score}"}
 
 
-def make_answer(answer: str, kind: str, prompt: str, rng: random.Random) -> Answer:
+def make_answer(
+    answer: str,
+    kind: str,
+    prompt: str,
+    rng: random.Random,
+    gold: Gold | None = None,
+    seed: int = 0,
+    model: str = "",
+) -> Answer:
+    if answer.startswith("sim-"):
+        return _simulated(answer, kind, prompt, rng, gold, seed, model)
     if answer.startswith("raw:"):
         return Answer(None, answer[len("raw:") :])
     if answer == "broken":
@@ -341,6 +367,25 @@ def make_answer(answer: str, kind: str, prompt: str, rng: random.Random) -> Answ
     if answer not in spans:
         raise ValueError(f"unknown stub answer {answer!r}")
     return _json_answer(_spans_answer([s for s in spans[answer] if s]))
+
+
+def _simulated(
+    answer: str,
+    kind: str,
+    prompt: str,
+    rng: random.Random,
+    gold: Gold | None,
+    seed: int,
+    model: str,
+) -> Answer:
+    simulated = sim_answer(answer, prompt, gold, seed, model or answer)
+    if simulated is None:
+        return _random_answer(kind, prompt, rng)
+    if simulated.kind == "broken":
+        return make_answer("broken", kind, prompt, rng)
+    if simulated.kind == "score":
+        return _json_answer(_score_answer(simulated.score))
+    return _json_answer(_spans_answer(list(simulated.spans)))
 
 
 def _random_answer(kind: str, prompt: str, rng: random.Random) -> Answer:
@@ -661,7 +706,9 @@ class StubServer:
         if fault == "malformed":
             step = "broken"
         try:
-            answer = make_answer(step or rule.answer, kind, prompt, rng)
+            answer = make_answer(
+                step or rule.answer, kind, prompt, rng, config.gold, config.seed, model
+            )
         except ValueError as error:
             return _Reply("400", 400, error_body(api, 400, str(error)))
         build = anthropic_message if api == "anthropic" else openai_completion
@@ -841,7 +888,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds")
     parser.add_argument("--hang-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--gold", default=None, help="dataset whose labels drive the sim-* judges (JSONL, ...)"
+    )
     args = parser.parse_args(argv)
+    try:
+        gold = load_gold(args.gold) if args.gold else None
+    except ValueError as error:  # DatasetError: the file cannot be read as a labelled set
+        parser.error(str(error))
     config = StubConfig(
         latency_ms=args.latency_ms,
         latency_jitter_ms=args.latency_jitter_ms,
@@ -853,6 +907,7 @@ def main(argv: list[str] | None = None) -> None:
         retry_after=args.retry_after,
         hang_seconds=args.hang_seconds,
         seed=args.seed,
+        gold=gold,
     )
     serve(args.host, args.port, config)
 

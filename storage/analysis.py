@@ -70,6 +70,9 @@ class RunData:
     """0/1, NaN where the item has no human verdict."""
     gold_spans: list[Spans | None]
     """None where the item has no usable span labels."""
+    consensus_rule: str | None = None
+    contradictions: int = 0
+    unlocalised: int = 0
 
     @property
     def has_gold(self) -> bool:
@@ -157,6 +160,14 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
             "WHERE run_id = ?",
             [rid],
         ).fetchall()
+        coherence = con.execute(
+            "SELECT count(*) FILTER (WHERE c.unlocalised), "
+            "count(*) FILTER (WHERE NOT c.hallucinated AND EXISTS (SELECT 1 FROM "
+            "consensus_spans s WHERE s.run_id = c.run_id AND s.item_id = c.item_id)) "
+            "FROM consensus c WHERE c.run_id = ? AND c.status = 'ok'",
+            [rid],
+        ).fetchone()
+        rule_row = con.execute("SELECT consensus FROM runs WHERE run_id = ?", [rid]).fetchone()
         consensus_spans = con.execute(
             "SELECT item_id, char_start, char_end FROM consensus_spans WHERE run_id = ? "
             "ORDER BY item_id, span_index",
@@ -234,7 +245,21 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
         consensus_spans=cons_spans,
         gold_hallucinated=gold_h,
         gold_spans=gold_spans,
+        consensus_rule=_rule_text(rule_row[0] if rule_row else None),
+        contradictions=int(coherence[1]) if coherence else 0,
+        unlocalised=int(coherence[0]) if coherence else 0,
     )
+
+
+def _rule_text(raw: Any) -> str | None:
+    from judges.reducers import ConsensusRule, RuleError
+
+    if raw is None:
+        return None
+    try:
+        return str(ConsensusRule.from_dict(json.loads(raw) if isinstance(raw, str) else raw))
+    except RuleError:
+        return "(unreadable rule)"
 
 
 # -- the disputed items ----------------------------------------------------------------

@@ -24,6 +24,8 @@ from judges.agreement import (
     coincidence_matrix,
     effective_panel_size,
     error_correlation,
+    error_correlation_report,
+    error_indicators,
     fleiss_kappa,
     judge_bias,
     krippendorff_alpha,
@@ -415,7 +417,62 @@ def test_judge_bias_matches_loops(r: np.ndarray) -> None:
         assert same(out[j], sum(diffs) / len(diffs) if diffs else NAN)
 
 
-def test_error_correlation_matches_corrcoef() -> None:
+def draw_gold(data: st.DataObject, n_items: int) -> np.ndarray:
+    """Gold 0/1 labels for n_items, some missing."""
+    labels = st.lists(st.sampled_from([0.0, 1.0, NAN]), min_size=n_items, max_size=n_items)
+    return np.array(data.draw(labels), dtype=float)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rating_matrices(n_values=2), st.data())
+def test_error_indicators_match_loops(v: np.ndarray, data: st.DataObject) -> None:
+    gold = draw_gold(data, v.shape[1])
+    out = error_indicators(v, gold)
+    for j, i in itertools.product(range(v.shape[0]), range(v.shape[1])):
+        expected = NAN if np.isnan(v[j, i]) or np.isnan(gold[i]) else float(v[j, i] != gold[i])
+        assert same(out[j, i], expected)
+    # Scores are thresholded exactly as verdicts_from_scores does.
+    scores = np.where(np.isnan(v), NAN, np.where(v == 1, 0.9, 0.2))
+    np.testing.assert_array_equal(error_indicators(scores, gold), out)
+
+
+def test_error_indicators_reject_what_is_not_a_verdict() -> None:
+    with pytest.raises(ValueError, match="verdicts must be 0/1"):
+        error_indicators([[2.0, 0.0]], [1.0, 0.0])
+    with pytest.raises(ValueError, match="gold must be 0/1"):
+        error_indicators([[1.0, 0.0]], [0.5, 0.0])
+    with pytest.raises(ValueError, match="one per item"):
+        error_indicators([[1.0, 0.0]], [1.0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(rating_matrices(n_values=2), st.data())
+def test_error_correlation_matches_corrcoef_of_indicators(
+    v: np.ndarray, data: st.DataObject
+) -> None:
+    gold = draw_gold(data, v.shape[1])
+    report = error_correlation_report(v, gold)
+    out = report.correlation
+    np.testing.assert_array_equal(error_correlation(v, gold), out)
+    active = ~np.isnan(v).all(axis=1)
+    keep = ~np.isnan(gold) & ~np.isnan(v[active]).any(axis=0)
+    assert report.n_items == keep.sum()
+    err = (v[:, keep] != gold[keep]).astype(float)
+    for i, j in itertools.product(range(v.shape[0]), repeat=2):
+        a, b = err[i], err[j]
+        if not (active[i] and active[j]) or keep.sum() < 2 or a.std() == 0 or b.std() == 0:
+            assert math.isnan(out[i, j])
+        else:
+            assert out[i, j] == pytest.approx(np.corrcoef(a, b)[0, 1], abs=1e-12)
+    # Every varying judge is in the matrix; every constant one is named in a note.
+    constant = {j for j in range(v.shape[0]) if active[j] and keep.any() and err[j].std() == 0}
+    assert set(report.constant_error) == constant
+    for j in constant:
+        assert any(note.startswith(f"judge {j} is ") for note in report.notes)
+    assert same(report.effective_size, effective_panel_size(out))
+
+
+def test_error_correlation_counts_missing_verdicts_and_gold_listwise() -> None:
     rng = np.random.default_rng(7)
     gold = (rng.random(300) < 0.4).astype(float)
     shared_noise = rng.random(300) < 0.2
@@ -427,17 +484,56 @@ def test_error_correlation_matches_corrcoef() -> None:
     empty = np.full((1, 300), NAN)
     out = error_correlation(np.vstack([v, empty]), gold)
     keep = ~np.isnan(v).any(axis=0) & ~np.isnan(gold)
-    np.testing.assert_allclose(out[:4, :4], np.corrcoef(v[:, keep] - gold[keep]), atol=1e-12)
+    indicators = (v[:, keep] != gold[keep]).astype(float)
+    np.testing.assert_allclose(out[:4, :4], np.corrcoef(indicators), atol=1e-12)
     assert np.isnan(out[4]).all() and np.isnan(out[:, 4]).all()
+    # The shared noise makes them err together: clearly fewer than four judges' worth.
+    assert effective_panel_size(out) < 2.5
 
 
-def test_error_correlation_constant_error_and_too_few_items() -> None:
+def test_error_correlation_constant_error_is_reported_not_dropped() -> None:
     gold = np.array([0.0, 1.0, 1.0, 0.0])
-    out = error_correlation(
-        np.array([gold, [1, 1, 0, 0], [1, 1, 1, 0]]), gold
-    )  # judge 0 never wrong
-    assert np.isnan(out[0]).all() and not np.isnan(out[1:, 1:]).any()
-    assert np.isnan(error_correlation([[1.0], [0.0]], [1.0])).all()
+    verdicts = np.array([gold, 1 - gold, [1, 1, 0, 0], [1, 1, 1, 0], [NAN] * 4])
+    report = error_correlation_report(verdicts, gold, names=["good", "bad", "a", "b", "idle"])
+    out = report.correlation
+    assert np.isnan(out[:2]).all() and np.isnan(out[:, :2]).all() and np.isnan(out[4]).all()
+    assert not np.isnan(out[2:4, 2:4]).any()
+    assert report.constant_error == (0, 1)
+    np.testing.assert_array_equal(report.error_rate, [0.0, 1.0, 0.5, 0.25, NAN])
+    assert report.notes == (
+        "idle gave no verdict and is left out",
+        "good is never wrong on the 4 items with gold and every judge's verdict: its errors "
+        "do not vary, so it has no error correlation and is left out of the effective panel "
+        "size",
+        "bad is wrong on every one of the 4 items with gold and every judge's verdict: its "
+        "errors do not vary, so it has no error correlation and is left out of the effective "
+        "panel size",
+    )
+    # One usable item: nothing to correlate, and the note says so.
+    short = error_correlation_report([[1.0], [0.0]], [1.0])
+    assert np.isnan(short.correlation).all() and short.n_items == 1
+    assert short.notes[-1] == "1 item with gold and every judge's verdict: no error correlation"
+
+
+def test_effective_size_of_independent_coin_flips_is_the_panel_size() -> None:
+    # Signed errors (verdict - gold) all share -gold and made this ~1.5; indicators do not.
+    rng = np.random.default_rng(11)
+    gold = (rng.random(5000) < 0.3).astype(float)
+    coins = (rng.random((3, 5000)) < 0.5).astype(float)
+    assert 2.7 <= effective_panel_size(error_correlation(coins, gold)) <= 3.0
+    assert effective_panel_size(np.corrcoef(coins - gold)) < 1.7  # the old definition
+    # Independent judges of different accuracy: still three judges' worth.
+    wrong = rng.random((3, 5000)) < np.array([[0.1], [0.2], [0.35]])
+    judges_ = np.where(wrong, 1 - gold, gold)
+    assert 2.7 <= error_correlation_report(judges_, gold).effective_size <= 3.0
+
+
+def test_effective_size_of_identical_judges_is_one() -> None:
+    rng = np.random.default_rng(12)
+    gold = (rng.random(2000) < 0.3).astype(float)
+    one = np.where(rng.random(2000) < 0.2, 1 - gold, gold)
+    corr = error_correlation(np.array([one, one, one]), gold)
+    assert effective_panel_size(corr) == pytest.approx(1.0)
 
 
 def test_effective_panel_size() -> None:

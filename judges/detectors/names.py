@@ -3,14 +3,19 @@ reference never uses, e.g. an invented staff member, dish, platform or neighbour
 
 A run is split at lower-case words, digits and punctuation other than "&", "'" and "-".
 A single capitalised word that starts a sentence is skipped: at the start of a sentence a
-capital says nothing about being a name.
+capital says nothing about being a name. A word the reference spells slightly differently
+("Brasilia" for "Brasil", "Caesar" for "cesar") is known: a misspelling is not an invented
+name, and people labelling hallucinations do not flag one.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from judges.detectors.text import STOPWORDS, merge_spans, stem, vocabulary, wordset
+from rapidfuzz import fuzz, process
+
+from judges.detectors.text import STOPWORDS, merge_spans, parse_record, stem, vocabulary, wordset
 
 _CAPITALISED = re.compile(r"[A-Z][A-Za-z'’&.-]*[A-Za-z]|[A-Z]")
 _JOINERS = re.compile(r"^[ \t]*(?:&|'n'|n'|of|de|la|le|del|the|and)?[ \t]*$")
@@ -53,14 +58,56 @@ def _is_common(word: str) -> bool:
     return w in _COMMON or w in STOPWORDS
 
 
-def _is_known(word: str, vocab: set[str]) -> bool:
+MIN_SIMILARITY = 85.0
+"""rapidfuzz ratio (0-100) from which a word counts as a respelling of a reference word."""
+MIN_FUZZY_LENGTH = 5
+"""Shorter words are compared exactly: "Lima" is not a respelling of "lime"."""
+
+_REVIEW_SITE_KEYS = frozenset({"review_info", "business_stars"})
+_REVIEW_SITE = frozenset({"yelp"})
+"""A record with Yelp's review fields comes from Yelp: naming Yelp invents nothing."""
+
+
+@dataclass(frozen=True)
+class _Reference:
+    vocab: frozenset[str]
+    """Stems of the reference."""
+    spellings: tuple[str, ...]
+    """Its distinct lower-case words long enough to be compared fuzzily."""
+    implied: frozenset[str] = frozenset()
+    """Lower-case names the reference implies without writing them."""
+
+    @classmethod
+    def of(cls, reference: str) -> _Reference:
+        spellings = {w.lower() for w in re.findall(r"[A-Za-z]+", reference)}
+        record = parse_record(reference)
+        site = isinstance(record, dict) and bool(_REVIEW_SITE_KEYS & set(record))
+        return cls(
+            frozenset(vocabulary(reference)),
+            tuple(sorted(w for w in spellings if len(w) >= MIN_FUZZY_LENGTH - 1)),
+            _REVIEW_SITE if site else frozenset(),
+        )
+
+    def knows(self, part: str) -> bool:
+        """``part`` (one word) is in the reference, implied by it, or a respelling of one."""
+        w = part.lower().replace("’", "'")
+        if stem(w) in self.vocab or w in self.implied:
+            return True
+        w = (w[:-2] if w.endswith("'s") else w).replace("'", "")
+        if len(w) < MIN_FUZZY_LENGTH or not self.spellings:
+            return False
+        best = process.extractOne(w, self.spellings, scorer=fuzz.ratio, score_cutoff=MIN_SIMILARITY)
+        return best is not None
+
+
+def _is_known(word: str, reference: _Reference) -> bool:
     w = word.lower().replace("’", "'")
     if w in _COMMON or w in STOPWORDS:
         return True
     # "Wi-Fi", "Take-Out": known if the glued word or every capitalised part is
     # ("Asian-inspired" claims "Asian", not "inspired").
     parts = [p.lower() for p in re.split(r"[-.&]", word) if p and not p[0].islower()]
-    return stem(w.replace("-", "")) in vocab or all(stem(p) in vocab for p in parts)
+    return reference.knows(w.replace("-", "")) or all(reference.knows(p) for p in parts)
 
 
 class NamesDetector:
@@ -69,7 +116,7 @@ class NamesDetector:
     name = "names"
 
     def detect(self, reference: str, response: str) -> list[tuple[int, int]]:
-        vocab = vocabulary(reference)
+        known = _Reference.of(reference)
         spans = []
         for run in _names(response):
             # Drop grammar/heading words at the ends: "The Italian sub" -> "Italian".
@@ -81,7 +128,7 @@ class NamesDetector:
                 continue
             if len(run) == 1 and _SENTENCE_END.search(response[: run[0][1]]):
                 continue
-            if not all(_is_known(word, vocab) for word, _, _ in run):
+            if not all(_is_known(word, known) for word, _, _ in run):
                 # Flag the whole name: "Kyle's Kitchen" is one claim, not two words.
                 spans.append((run[0][1], run[-1][2]))
         return merge_spans(spans)

@@ -2,8 +2,14 @@
 whose value appears nowhere in the reference.
 
 Values are compared, not strings, so "4" supports "4.0 stars", "20:0" supports "8 PM" and
-"2022-01-02" supports "January 2, 2022". It cannot tell a right number on the wrong day from
-a right one: a time is supported if the reference has that time anywhere.
+"2022-01-02" supports "January 2, 2022". Two claims are checked against the record's own
+field rather than against any value anywhere, since that is where a generator goes wrong
+with values that do occur in the record:
+
+- opening hours, against ``hours`` day by day (:mod:`judges.detectors.schedule`), flagged
+  whole ("open from 11 AM to 9 PM Tuesday to Sunday"): the times may each be right;
+- the business's rating ("an average rating of 4.0 stars"), against ``business_stars``
+  rather than against every review's stars.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from judges.detectors import schedule
 from judges.detectors.text import merge_spans, parse_record, walk_record
 
 _MONTH_NAMES = (
@@ -75,8 +82,9 @@ class _Facts:
 
 
 def _time(hour: int, minute: int, ampm: str | None) -> int:
-    if ampm:
-        hour = hour % 12 + (12 if ampm.lower() == "p" and hour <= 12 else 0)
+    if ampm and hour <= 12:
+        # "21:00 PM" happens: a 24-hour hour keeps its value whatever the suffix.
+        hour = hour % 12 + (12 if ampm.lower() == "p" else 0)
     return (hour % 24) * 60 + minute
 
 
@@ -145,15 +153,87 @@ def _supported(m: re.Match[str], facts: _Facts) -> bool:
     )
 
 
+_RATING_RE = re.compile(
+    r"""
+    \brating\s+of\s+(?:about\s+|around\s+|approximately\s+)?(?P<v1>\d(?:\.\d+)?)
+  | \brated\s+(?:at\s+)?(?P<v2>\d(?:\.\d+)?)
+  | (?P<v3>\d(?:\.\d+)?)[\s-]stars?\s+(?:average\s+|overall\s+|business\s+)?rating\b
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+"""The business's own rating; a review's stars are said with "gave" or "one reviewer"."""
+_ONE_REVIEW = re.compile(
+    r"\b(?:gave|give|gives|giving)\b"
+    r"|\b(?:one|another|a|first|second|third|last|each|this|that)\s+(?:\w+\s+)?"
+    r"(?:review|reviewer|customer|guest|diner|patron|visitor)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_START = re.compile(r"(?:[.!?]\s|\n)(?!.*(?:[.!?]\s|\n))", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """Spans already judged by a field check, and the unsupported ones among them."""
+
+    covered: list[tuple[int, int]]
+    unsupported: list[tuple[int, int]]
+
+
+def _business_stars(record: object) -> float | None:
+    if not isinstance(record, dict):
+        return None
+    stars = record.get("business_stars")
+    return float(stars) if isinstance(stars, int | float) and not isinstance(stars, bool) else None
+
+
+def _rating_claims(response: str, stars: float) -> _Checked:
+    covered, unsupported = [], []
+    for m in _RATING_RE.finditer(response):
+        before = response[: m.start()]
+        cut = _SENTENCE_START.search(before)
+        if _ONE_REVIEW.search(before[cut.end() if cut else 0 :]):
+            continue
+        name = next(g for g in ("v1", "v2", "v3") if m.group(g))
+        span = m.span(name)
+        covered.append(span)
+        if float(m.group(name)) != stars:
+            unsupported.append(span)
+    return _Checked(covered, unsupported)
+
+
+def _hours_claims(response: str, record: object) -> _Checked:
+    table = schedule.record_hours(record.get("hours")) if isinstance(record, dict) else None
+    if table is None:
+        return _Checked([], [])
+    verdicts = schedule.check(response, table)
+    return _Checked(
+        [v.claimed for v in verdicts],
+        [(v.start, v.end) for v in verdicts if not v.supported],
+    )
+
+
+def _inside(span: tuple[int, int], covered: list[tuple[int, int]]) -> bool:
+    return any(s <= span[0] and span[1] <= e for s, e in covered)
+
+
 class NumbersDetector:
-    """Flags numbers, dates, times, prices, ratings and counts the reference does not state."""
+    """Flags numbers, dates, times, prices, ratings and counts the reference does not state,
+    opening hours the record's ``hours`` contradict, and a rating other than its stars."""
 
     name = "numbers"
 
     def detect(self, reference: str, response: str) -> list[tuple[int, int]]:
         facts = _facts(reference)
-        spans = []
+        record = parse_record(reference)
+        checked = [_hours_claims(response, record)]
+        stars = _business_stars(record)
+        if stars is not None:
+            checked.append(_rating_claims(response, stars))
+        covered = [span for c in checked for span in c.covered]
+        spans = [span for c in checked for span in c.unsupported]
         for m in _TOKEN_RE.finditer(response):
+            if _inside(m.span(), covered):
+                continue
             if m.group("plain") and _OUT_OF_RE.search(response[max(0, m.start() - 12) : m.start()]):
                 continue
             if not _supported(m, facts):

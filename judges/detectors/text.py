@@ -144,6 +144,17 @@ def walk_record(record: object, key: str = "") -> Iterator[tuple[str, object]]:
         yield key, record
 
 
+_SENTENCE_RE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+[.!?]*")
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Offsets of the sentences of ``text``: one ends at . ! ? before a space, or at a newline.
+
+    "4.5", "a.m" and "St.Louis" do not end one, "St. Louis" does: good enough for claims.
+    """
+    return [trim_span(text, *m.span()) for m in _SENTENCE_RE.finditer(text) if m.group().strip()]
+
+
 def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted, non-overlapping, non-empty spans (touching spans are merged)."""
     merged: list[tuple[int, int]] = []

@@ -1,0 +1,206 @@
+"""Accuracy of the offline detectors against human labels (RAGTruth-style JSONL).
+
+Runs every registered detector on every row and prints response-level and span-level
+(character overlap, micro) precision / recall / F1 for each detector, for the union
+consensus (a character flagged by any detector, runs snapped to words, as the panel's
+consensus builds them), for "at least 2 detectors", and for flagging every response whole.
+The same table is printed again for two halves of the sources (crc32 of ``source_id``, even
+or odd), so that a change that only helps one half shows up; and the time per row.
+
+Run: .venv/bin/python bench/bench_detectors.py [PATH] [--misses N]
+(PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from judges.consensus import character_votes, majority_runs, snap_to_words
+from judges.detectors.registry import detector_names, get_detector
+from judges.gold import PRF, response_prf, span_prf
+
+REPO = Path(__file__).resolve().parents[1]
+DEV = REPO.parent / "shared" / "data" / "ragtruth" / "data2txt_dev.jsonl"
+SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
+
+Spans = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Row:
+    source_id: str
+    reference: str
+    response: str
+    gold: Spans
+    hallucinated: bool
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """One row's spans from each detector, and the time each took."""
+
+    spans: dict[str, Spans]
+    seconds: dict[str, float]
+
+
+def load(path: Path) -> list[Row]:
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        gold = [(int(label["start"]), int(label["end"])) for label in raw.get("labels", [])]
+        rows.append(
+            Row(
+                source_id=str(raw.get("source_id", raw["id"])),
+                reference=raw["reference"],
+                response=raw["response"],
+                gold=gold,
+                hallucinated=bool(raw.get("hallucinated", bool(gold))),
+            )
+        )
+    return rows
+
+
+def predict(rows: Sequence[Row], names: Sequence[str]) -> list[Predictions]:
+    detectors = {name: get_detector(name) for name in names}
+    out = []
+    for row in rows:
+        spans, seconds = {}, {}
+        for name, detector in detectors.items():
+            start = time.perf_counter()
+            spans[name] = detector.detect(row.reference, row.response)
+            seconds[name] = time.perf_counter() - start
+        out.append(Predictions(spans, seconds))
+    return out
+
+
+def at_least(min_votes: int) -> Callable[[Row, Predictions], Spans]:
+    """Characters flagged by ``min_votes`` detectors or more, snapped to words and merged."""
+
+    def combine(row: Row, pred: Predictions) -> Spans:
+        votes = character_votes(list(pred.spans.values()), len(row.response))
+        runs = majority_runs(votes, len(pred.spans), min_votes=min_votes)
+        return snap_to_words(runs, row.response)
+
+    return combine
+
+
+def alone(name: str) -> Callable[[Row, Predictions], Spans]:
+    """One detector's own spans."""
+
+    def pick(_row: Row, pred: Predictions) -> Spans:
+        return pred.spans[name]
+
+    return pick
+
+
+def everything(row: Row, _pred: Predictions) -> Spans:
+    """The whole response: the baseline that flags every response."""
+    return [(0, len(row.response))]
+
+
+def systems(names: Sequence[str]) -> dict[str, Callable[[Row, Predictions], Spans]]:
+    table = {name: alone(name) for name in names}
+    table["union (>= 1)"] = at_least(1)
+    if len(names) > 1:
+        table[">= 2 detectors"] = at_least(2)
+    table["flag everything"] = everything
+    return table
+
+
+def scores(
+    rows: Sequence[Row], preds: Sequence[Predictions], system: Callable[[Row, Predictions], Spans]
+) -> tuple[PRF, PRF, int]:
+    """Response PRF, span PRF and predicted characters of one system over ``rows``."""
+    spans = [system(row, pred) for row, pred in zip(rows, preds, strict=True)]
+    response = response_prf([bool(s) for s in spans], [row.hallucinated for row in rows])
+    span = span_prf(spans, [row.gold for row in rows])
+    return response, span, span.tp + span.fp
+
+
+def _pct(prf: PRF) -> str:
+    return f"{prf.precision:6.1%} {prf.recall:6.1%} {prf.f1:6.1%}"
+
+
+def print_table(
+    title: str, rows: Sequence[Row], preds: Sequence[Predictions], names: list[str]
+) -> None:
+    n_hall = sum(row.hallucinated for row in rows)
+    gold_chars = sum(e - s for row in rows for s, e in row.gold)
+    sources = len({row.source_id for row in rows})
+    print(
+        f"\n{title}: {len(rows)} rows, {sources} sources, {n_hall} hallucinated, "
+        f"{gold_chars:,} gold chars"
+    )
+    print(f"{'system':<16} {'resp P':>6} {'resp R':>6} {'resp F1':>6} | "
+          f"{'span P':>6} {'span R':>6} {'span F1':>6} | {'flagged':>7} {'chars':>7}")  # fmt: skip
+    for label, system in systems(names).items():
+        response, span, chars = scores(rows, preds, system)
+        n_flagged = response.tp + response.fp
+        print(f"{label:<16} {_pct(response)}  | {_pct(span)}  | {n_flagged:7d} {chars:7,d}")
+
+
+def print_misses(rows: Sequence[Row], preds: Sequence[Predictions], limit: int) -> None:
+    """The union's false-positive and missed spans, for reading what the detectors get wrong."""
+    union = at_least(1)
+    shown = 0
+    for row, pred in zip(rows, preds, strict=True):
+        predicted = union(row, pred)
+        gold_chars = {i for s, e in row.gold for i in range(s, e)}
+        pred_chars = {i for s, e in predicted for i in range(s, e)}
+        fps = [row.response[s:e] for s, e in predicted if not gold_chars & set(range(s, e))]
+        fns = [row.response[s:e] for s, e in row.gold if not pred_chars & set(range(s, e))]
+        for kind, texts in (("FP", fps), ("FN", fns)):
+            for text in texts:
+                if shown >= limit:
+                    return
+                print(f"{kind} {row.source_id}: {text!r}")
+                shown += 1
+
+
+def half(source_id: str) -> str:
+    """A stable, unsupervised split of the sources (no dependence on their content)."""
+    return "A" if zlib.crc32(source_id.encode()) % 2 == 0 else "B"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEV if DEV.exists() else SAMPLE)
+    parser.add_argument("--misses", type=int, default=0, help="print N union FP/FN spans")
+    args = parser.parse_args()
+    rows = load(args.path)
+    names = detector_names()
+    started = time.perf_counter()
+    preds = predict(rows, names)
+    elapsed = time.perf_counter() - started
+    print(f"data: {args.path} ({len(rows)} rows); detectors: {', '.join(names)}")
+    print_table("all", rows, preds, names)
+    for which in ("A", "B"):
+        picked = [i for i, row in enumerate(rows) if half(row.source_id) == which]
+        print_table(
+            f"half {which} (crc32(source_id) {'even' if which == 'A' else 'odd'})",
+            [rows[i] for i in picked],
+            [preds[i] for i in picked],
+            names,
+        )
+    print(f"\ntime: {elapsed / max(len(rows), 1) * 1e3:.2f} ms per row, all detectors")
+    for name in names:
+        mean = sum(p.seconds[name] for p in preds) / max(len(preds), 1)
+        print(f"  {name:<10} {mean * 1e3:.3f} ms per row")
+    if args.misses:
+        print()
+        print_misses(rows, preds, args.misses)
+
+
+if __name__ == "__main__":
+    main()

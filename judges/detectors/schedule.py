@@ -1,0 +1,368 @@
+"""Opening-hours claims checked against a record's ``hours`` (Yelp style: ``{"Monday":
+"11:30-20:0", ...}``): "open from 11 AM to 9 PM Tuesday through Sunday", "closed on Mondays",
+"open seven days a week".
+
+A value check ("is 9 PM anywhere in the record?") misses the commonest data-to-text
+hallucination about hours: right times on the wrong days. So each time is tied to the days it
+is said of, and the claim is compared with those days' hours. Tying is positional, within one
+sentence: a time takes the day group right after it ("11 to 9 on Fridays"), else an unclaimed
+one right before it ("Fridays, 11 to 9"), else it is said of no day in particular and only has
+to match one of the record's days. A claim about fewer days overrides a broader one in the
+same sentence ("11 to 7:30 daily, until 8 on Fridays").
+
+``0:0-0:0`` is read as closed: annotators of RAGTruth treat "open every day" as wrong for such
+a record, and nothing says the business is open around the clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from judges.detectors.text import sentences
+
+_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ALL_DAYS = frozenset(range(7))
+_WEEKDAYS = frozenset(range(5))
+_WEEKEND = frozenset({5, 6})
+
+_DAY = r"(?:mon|tues?|wednes|thurs?|fri|satur|sun)days?\b"
+_ABBR = r"(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\b\.?"
+_DAY_RE = re.compile(
+    rf"""
+    \b(?:
+      (?P<range>(?P<a>{_DAY}|{_ABBR})\s*(?:-|–|—|to|through|thru|until|till)\s*(?P<b>{_DAY}|{_ABBR}))
+    | (?P<every>(?:every|each)\s+day(?:\s+of\s+the\s+week)?|daily|all\s+week(?:\s+long)?
+        |(?:seven|7)\s+days\s+(?:a|per|of\s+the)\s+week|throughout\s+the\s+week)
+    | (?P<weekdays>weekdays|weeknights)
+    | (?P<weekends>weekends?)
+    | (?P<one>{_DAY})
+    )(?!\w)
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+"""A day expression; abbreviations only inside a range, where "Sun"/"Sat"/"Wed" are safe."""
+
+_DAY_JOIN = re.compile(r"^\s*(?:,\s*(?:and\s+|&\s*|or\s+)?|and\s+|&\s*|or\s+|/\s*)$", re.IGNORECASE)
+"""What sits between the days of one list: "Tuesdays, Wednesdays, and Thursdays"."""
+
+_STRICT = r"(?:\d{1,2}(?::\d{1,2})?\s*[ap]\.?\s?m\b\.?|\d{1,2}:\d{1,2}(?!\d)|noon|midnight)"
+_LOOSE = rf"(?:{_STRICT}|\d{{1,2}}(?![\d:]))"
+_TIME_RE = re.compile(
+    rf"""
+    (?P<range>(?P<a>{_LOOSE})\s*(?:-|–|—|to|until|till|and)\s*(?P<b>{_STRICT}))
+  | (?P<one>{_STRICT})
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+_CLOSE_CUE = re.compile(r"\b(?:until|till|to|closes?|closing|close)(?:\s+at)?\s*$", re.IGNORECASE)
+_OPEN_CUE = re.compile(r"\b(?:opens?|opening|starts?|starting|from)(?:\s+at)?\s*$", re.IGNORECASE)
+
+_HOURS_TALK = re.compile(
+    r"\b(?:open|opens|opened|operat\w*|hours|closes|closing|closed|close)\b", re.IGNORECASE
+)
+"""A sentence must speak of opening hours for its days and times to be claims about them."""
+_OTHER_SCHEDULE = re.compile(r"\bhappy\s+hours?\b|\bdeliver", re.IGNORECASE)
+"""Schedules that are not the opening hours: a happy hour, a delivery window."""
+_CLOSED_NEAR = re.compile(r"\b(?:closed|except|not\s+open|off)\b", re.IGNORECASE)
+_LATER_BEFORE = re.compile(
+    r"\b(?:extended|longer|later|late)\s+(?:hours|closing(?:\s+times?)?)\s+(?:on\s+)?$", re.I
+)
+"""'extended hours on weekends': those days close later than some other day."""
+
+_LEAD_RE = re.compile(
+    r"(?:\b(?:open|opens|operates?|operating|runs?)\s+)?(?:\b(?:from|between|on|every)\s+)?$",
+    re.IGNORECASE,
+)
+"""Words before a claim that belong to it: "is open from" 11 to 9."""
+
+_GAP_AFTER = re.compile(r"^[\s,(]*(?:(?:on|from|every|each|and|the|of|for|during)\s+)*$", re.I)
+_GAP_BEFORE = re.compile(r"^[\s,:(]*(?:[a-z']+[\s,]+){0,5}$", re.IGNORECASE)
+_GAP_TIGHT = re.compile(r"^\s*(?:from|between|:)?\s*$", re.IGNORECASE)
+"""Days this close before a time are that time's ("on Friday from 11 to 10")."""
+
+Hours = dict[int, tuple[int, int] | None]
+"""Day (0 = Monday) → (opens, closes) in minutes after midnight; None = closed."""
+
+
+@dataclass(frozen=True)
+class _Days:
+    start: int
+    end: int
+    days: frozenset[int]
+    vague: bool = False
+    """ "Weekdays", "weekends": said loosely of the days the business opens among them."""
+
+
+@dataclass(frozen=True)
+class _Time:
+    start: int
+    end: int
+    opens: frozenset[int] | None
+    """Candidate opening minutes (an unmarked "9:00" may be 9:00 or 21:00); None: not said."""
+    closes: frozenset[int] | None
+    either: bool = False
+    """A lone time with no cue ("at 9 PM"): it may be the opening or the closing time."""
+
+
+@dataclass(frozen=True)
+class _Claim:
+    start: int
+    end: int
+    days: frozenset[int] | None
+    """None: said of no day in particular."""
+    time: _Time | None
+    """None: a claim about days only ("open Monday through Sunday", "closed on Mondays")."""
+    closed: bool = False
+    vague: bool = False
+    later: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One checked claim: where it is (with its lead, "open from"), whether the record bears
+    it out, and where its own time and day expressions are."""
+
+    start: int
+    end: int
+    supported: bool
+    claimed: tuple[int, int]
+    """Not to be checked again as plain values."""
+
+
+def record_hours(hours: object) -> Hours | None:
+    """The record's ``hours`` mapping in minutes, or None when there is none to check against."""
+    if not isinstance(hours, Mapping) or not hours:
+        return None
+    table: Hours = dict.fromkeys(range(7))
+    for name, value in hours.items():
+        day = _day_index(str(name))
+        span = _record_span(value)
+        if day is not None and span is not None and span != (0, 0):
+            table[day] = span
+    return table
+
+
+def _record_span(value: object) -> tuple[int, int] | None:
+    m = re.fullmatch(r"\s*(\d{1,2}):(\d{1,2})\s*-\s*(\d{1,2}):(\d{1,2})\s*", str(value))
+    if m is None:
+        return None
+    h1, m1, h2, m2 = (int(g) for g in m.groups())
+    return (h1 % 24) * 60 + m1, (h2 % 24) * 60 + m2
+
+
+def _day_index(word: str) -> int | None:
+    w = word.lower().rstrip(".")
+    for i, name in enumerate(_DAY_NAMES):
+        if name.startswith(w[:3]) and (len(w) <= 5 or name.startswith(w.rstrip("s"))):
+            return i
+    return None
+
+
+def _day_set(m: re.Match[str]) -> frozenset[int]:
+    if m["range"]:
+        a, b = _day_index(m["a"]), _day_index(m["b"])
+        if a is None or b is None:
+            return frozenset()
+        return frozenset((a + i) % 7 for i in range((b - a) % 7 + 1))
+    if m["every"]:
+        return _ALL_DAYS
+    if m["weekdays"]:
+        return _WEEKDAYS
+    if m["weekends"]:
+        return _WEEKEND
+    day = _day_index(m["one"])
+    return frozenset() if day is None else frozenset({day})
+
+
+def _day_groups(sentence: str) -> list[_Days]:
+    """Day expressions, a list of days ("Tuesdays, Wednesdays and Fridays") as one group."""
+    groups: list[_Days] = []
+    for m in _DAY_RE.finditer(sentence):
+        days = _day_set(m)
+        if not days:
+            continue
+        vague = bool(m["weekdays"] or m["weekends"])
+        last = groups[-1] if groups else None
+        if last is not None and _DAY_JOIN.match(sentence[last.end : m.start()]):
+            groups[-1] = _Days(last.start, m.end(), last.days | days, last.vague and vague)
+        else:
+            groups.append(_Days(m.start(), m.end(), days, vague))
+    return groups
+
+
+def _parse_time(text: str) -> tuple[int, int, str | None, bool]:
+    """(hour, minute, "a"/"p"/None, written 24-hour style) of one time expression."""
+    t = text.lower().strip()
+    if t == "noon":
+        return 12, 0, "p", False
+    if t == "midnight":
+        return 0, 0, None, True
+    m = re.match(r"(\d{1,2})(?::(\d{1,2}))?\s*(?:([ap])\.?\s?m)?", t)
+    if m is None:  # pragma: no cover - the patterns above only hand over times
+        raise ValueError(f"not a time: {text!r}")
+    hour, minute, ampm = int(m[1]), int(m[2] or 0), m[3]
+    # "20:0", "0:30" or "17:00" can only be read one way.
+    literal = ampm is None and (hour > 12 or hour == 0)
+    return hour, minute, ampm, literal
+
+
+def _minutes(hour: int, minute: int, ampm: str | None, literal: bool) -> frozenset[int]:
+    if ampm is not None:
+        # "21:00 PM" happens; a 24-hour hour keeps its value.
+        hour = hour if hour > 12 else hour % 12 + (12 if ampm == "p" else 0)
+        return frozenset({hour * 60 + minute})
+    if literal:
+        return frozenset({(hour % 24) * 60 + minute})
+    return frozenset({hour * 60 + minute, (hour + 12) % 24 * 60 + minute})
+
+
+def _times(sentence: str) -> list[_Time]:
+    out = []
+    for m in _TIME_RE.finditer(sentence):
+        if m["range"]:
+            a, b = _parse_time(m["a"]), _parse_time(m["b"])
+            # In a 24-hour range ("5:0-20:30") the other end is literal too.
+            literal = a[3] or b[3]
+            opens = _minutes(a[0], a[1], a[2], literal or a[3])
+            closes = _minutes(b[0], b[1], b[2], literal or b[3])
+            out.append(_Time(m.start(), m.end(), opens, closes))
+            continue
+        value = _minutes(*_parse_time(m["one"]))
+        before = sentence[max(0, m.start() - 20) : m.start()]
+        if _CLOSE_CUE.search(before):
+            out.append(_Time(m.start(), m.end(), None, value))
+        elif _OPEN_CUE.search(before):
+            out.append(_Time(m.start(), m.end(), value, None))
+        else:
+            out.append(_Time(m.start(), m.end(), value, value, either=True))
+    return out
+
+
+def _claims(sentence: str) -> list[_Claim]:
+    """Times tied to the day groups they are said of, plus day groups said alone."""
+    groups = _day_groups(sentence)
+    times = _times(sentence)
+    used: set[int] = set()
+    claims = []
+    for time in times:
+        pick = _pick_days(sentence, time, groups, times, used)
+        if pick is None:
+            claims.append(_Claim(time.start, time.end, None, time))
+            continue
+        used.add(pick)
+        group = groups[pick]
+        start, end = min(time.start, group.start), max(time.end, group.end)
+        claims.append(_Claim(start, end, group.days, time, vague=group.vague))
+    for i, group in enumerate(groups):
+        if i in used:
+            continue
+        before = sentence[max(0, group.start - 30) : group.start]
+        near = before[-25:] + sentence[group.end : group.end + 25]
+        closed = bool(_CLOSED_NEAR.search(near))
+        later = bool(_LATER_BEFORE.search(before))
+        start = group.start - len(m.group()) if (m := _LATER_BEFORE.search(before)) else group.start
+        claims.append(_Claim(start, group.end, group.days, None, closed, group.vague, later))
+    return _specific_days_win(claims)
+
+
+def _pick_days(
+    sentence: str, time: _Time, groups: list[_Days], times: list[_Time], used: set[int]
+) -> int | None:
+    """Index of the day group ``time`` is said of, if any."""
+    after = next((i for i, g in enumerate(groups) if g.start >= time.end), None)
+    if after is not None and _GAP_AFTER.match(sentence[time.end : groups[after].start]):
+        group = groups[after]
+        # "..., on Friday from 11 to 10": that group belongs to the time right after it.
+        owned = any(
+            t.start >= group.end and _GAP_TIGHT.match(sentence[group.end : t.start]) for t in times
+        )
+        if not owned:
+            return after
+    before = next((i for i, g in reversed(list(enumerate(groups))) if g.end <= time.start), None)
+    if (
+        before is not None
+        and before not in used
+        and _GAP_BEFORE.match(sentence[groups[before].end : time.start])
+    ):
+        return before
+    return None
+
+
+def _specific_days_win(claims: list[_Claim]) -> list[_Claim]:
+    """Drop from each claim the days a narrower claim of the sentence speaks of
+    ("11 to 9:30 on weekdays, until 10 on Fridays and Saturdays")."""
+    out = []
+    for claim in claims:
+        days = claim.days
+        if days is not None:
+            for other in claims:
+                if other.days is not None and len(other.days) < len(claim.days or ()):
+                    days = days - other.days
+        out.append(
+            _Claim(claim.start, claim.end, days, claim.time, claim.closed, claim.vague, claim.later)
+        )
+    return out
+
+
+def _time_fits(time: _Time, hours: tuple[int, int] | None) -> bool:
+    if hours is None:
+        return False
+    opens, closes = hours
+    if time.either:
+        return opens in (time.opens or ()) or closes in (time.closes or ())
+    return (time.opens is None or opens in time.opens) and (
+        time.closes is None or closes in time.closes
+    )
+
+
+def _closes_later(days: frozenset[int], table: Hours) -> bool:
+    """Some of ``days`` closes later than some other open day (past midnight counts as late)."""
+
+    def close(d: int) -> int:
+        hours = table[d]
+        assert hours is not None
+        return hours[1] + (1440 if hours[1] <= hours[0] else 0)
+
+    inside = [close(d) for d in days if table[d] is not None]
+    outside = [close(d) for d in _ALL_DAYS - days if table[d] is not None]
+    return bool(inside and outside) and max(inside) > min(outside)
+
+
+def _supported(claim: _Claim, table: Hours) -> bool:
+    if claim.later and claim.days is not None:
+        return _closes_later(claim.days, table)
+    days = claim.days
+    if days is not None and claim.vague and not claim.closed:
+        days = frozenset(d for d in days if table[d] is not None)
+        if not days:
+            return False
+    if claim.time is None:
+        return days is None or all((table[d] is None) == claim.closed for d in days)
+    if days is None:
+        return any(_time_fits(claim.time, table[d]) for d in range(7))
+    return all(_time_fits(claim.time, table[d]) for d in days)
+
+
+def check(response: str, table: Hours) -> list[Verdict]:
+    """Every opening-hours claim of ``response``, checked against ``table``."""
+    verdicts = []
+    for offset, stop in sentences(response):
+        sentence = response[offset:stop]
+        if not _HOURS_TALK.search(sentence) or _OTHER_SCHEDULE.search(sentence):
+            continue
+        for claim in _claims(sentence):
+            if claim.time is None and not claim.days:
+                continue  # every day it named is spoken for by a narrower claim
+            lead = _LEAD_RE.search(sentence, 0, claim.start)
+            start = lead.start() if lead else claim.start
+            verdicts.append(
+                Verdict(
+                    offset + start,
+                    offset + claim.end,
+                    _supported(claim, table),
+                    (offset + claim.start, offset + claim.end),
+                )
+            )
+    return verdicts
