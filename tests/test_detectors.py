@@ -11,7 +11,8 @@ from judges.detectors.content import ContentWordsDetector
 from judges.detectors.names import NamesDetector
 from judges.detectors.numbers import NumbersDetector
 from judges.detectors.registry import detector_names, get_detector
-from judges.detectors.text import merge_spans, stem, vocabulary
+from judges.detectors.schedule import check, record_hours
+from judges.detectors.text import merge_spans, sentences, stem, vocabulary
 from judges.offline import OfflineJudge
 from judges.records import Item
 
@@ -73,6 +74,14 @@ class TestText:
     def test_merge_spans(self) -> None:
         assert merge_spans([(5, 9), (0, 3), (2, 4), (9, 9), (9, 12)]) == [(0, 4), (5, 12)]
 
+    def test_sentences_do_not_end_inside_numbers_or_abbreviations(self) -> None:
+        text = "Rated 4.5 stars. Opens at 9 a.m every day!\nNo parking"
+        assert [text[s:e] for s, e in sentences(text)] == [
+            "Rated 4.5 stars",
+            "Opens at 9 a.m every day",
+            "No parking",
+        ]
+
 
 class TestNumbers:
     detector = NumbersDetector()
@@ -119,6 +128,89 @@ class TestNumbers:
             "14",
         ]
 
+    def test_hours_are_checked_day_by_day(self) -> None:
+        # 11:30 and 8 PM are both in the record, but not every day: Monday is closed
+        # (0:0-0:0) and Friday closes at 4 PM. The whole claim is flagged.
+        response = "It is open from 11:30 AM to 8 PM every day."
+        assert flagged(self.detector, response) == ["open from 11:30 AM to 8 PM every day"]
+
+    def test_hours_that_match_their_days(self) -> None:
+        response = (
+            "It opens from 11:30 AM to 8 PM on Tuesdays and until 4 PM on Fridays. "
+            "On Fridays it is open from 11:30 to 16:00. It is closed on Mondays."
+        )
+        assert flagged(self.detector, response) == []
+
+    def test_a_narrower_claim_overrides_a_broader_one(self) -> None:
+        response = "It is open from 11:30 to 20:00 on Tuesday and Friday, until 16:00 on Fridays."
+        assert flagged(self.detector, response) == []
+
+    def test_days_said_without_times(self) -> None:
+        assert flagged(self.detector, "It is open Monday through Sunday.") == [
+            "open Monday through Sunday"
+        ]
+        assert flagged(self.detector, "It is closed on Tuesdays.") == ["closed on Tuesdays"]
+
+    def test_other_schedules_are_not_opening_hours(self) -> None:
+        # Monday is closed, but a happy hour is not the opening hours; 8 PM is in the record.
+        assert flagged(self.detector, "Happy hour runs until 8 PM on Mondays.") == []
+
+    def test_24_hour_suffixed_times(self) -> None:
+        assert flagged(self.detector, "It is open until 20:00 PM on Tuesdays.") == []
+
+    def test_the_rating_is_the_business_stars(self) -> None:
+        # 5.0 is a review's stars, not the business's 4.0.
+        assert flagged(self.detector, "It has an average rating of 5.0 stars.") == ["5.0"]
+        assert flagged(self.detector, "It has an average rating of 4 stars.") == []
+        assert flagged(self.detector, "One reviewer gave it a rating of 5.") == []
+
+
+class TestSchedule:
+    table = record_hours({"Monday": "0:0-0:0", "Tuesday": "17:0-1:30", "Saturday": "12:0-1:30"})
+
+    def verdicts(self, response: str) -> list[tuple[str, bool]]:
+        assert self.table is not None
+        return [(response[v.start : v.end], v.supported) for v in check(response, self.table)]
+
+    def test_record_hours(self) -> None:
+        assert self.table == {
+            0: None,
+            1: (1020, 90),
+            2: None,
+            3: None,
+            4: None,
+            5: (720, 90),
+            6: None,
+        }
+        assert record_hours(None) is None
+        assert record_hours({}) is None
+
+    def test_ranges_lists_and_after_midnight(self) -> None:
+        response = (
+            "It is open on Tuesday from 5 PM to 1:30 AM, and on Saturday from noon to 1:30 am."
+        )
+        assert self.verdicts(response) == [
+            ("open on Tuesday from 5 PM to 1:30 AM", True),
+            ("on Saturday from noon to 1:30 am", True),
+        ]
+
+    def test_24_hour_range_is_read_literally(self) -> None:
+        # "5:0-1:30" cannot be 5 PM: the other end is written in 24-hour style.
+        assert self.verdicts("It is open 5:0-1:30 on Tuesdays.") == [
+            ("open 5:0-1:30 on Tuesdays", False)
+        ]
+
+    def test_vague_days_and_later_closing(self) -> None:
+        assert self.verdicts("It is open on weekends from 12 PM.") == [
+            ("open on weekends from 12 PM", True)
+        ]
+        assert self.verdicts("The bar is open late, with extended hours on weekends.") == [
+            ("extended hours on weekends", False)
+        ]
+
+    def test_sentences_without_hours_talk_are_skipped(self) -> None:
+        assert self.verdicts("We went on Monday at 9 PM.") == []
+
 
 class TestNames:
     detector = NamesDetector()
@@ -145,6 +237,16 @@ class TestNames:
         assert flagged(self.detector, "A tasty American-style brunch.") == []
         assert flagged(self.detector, "A tasty Cajun-style brunch.") == ["Cajun-style"]
 
+    def test_respellings_are_not_invented_names(self) -> None:
+        # "Benchmarc" and "Santa Barbra" misspell the record; "Bentley" is new.
+        response = "We visited Benchmarc Eatery in Santa Barbra, near the Bentley Bar."
+        assert flagged(self.detector, response) == ["Bentley Bar"]
+
+    def test_the_review_site_of_a_record(self) -> None:
+        response = "It is rated 4 stars on Yelp."
+        assert flagged(self.detector, response) == []
+        assert flagged(self.detector, response, "Rated 4 stars.") == ["Yelp"]
+
 
 class TestContent:
     detector = ContentWordsDetector()
@@ -157,8 +259,82 @@ class TestContent:
         assert flagged(self.detector, response) == []
 
     def test_new_content_clause_is_flagged(self) -> None:
+        reference = "The eatery serves seafood and clam chowder in Santa Barbara."
         response = "The eatery serves seafood. It also hosts weekly jazz concerts downstairs."
-        assert flagged(self.detector, response) == ["It also hosts weekly jazz concerts downstairs"]
+        assert flagged(self.detector, response, reference) == [
+            "It also hosts weekly jazz concerts downstairs"
+        ]
+
+    def test_clause_trigger_is_off_against_a_record_by_default(self) -> None:
+        response = "The eatery serves seafood. It also hosts weekly jazz concerts downstairs."
+        assert flagged(self.detector, response) == []
+        detector = ContentWordsDetector(clauses_in_records=True)
+        assert flagged(detector, response) == ["It also hosts weekly jazz concerts downstairs"]
+
+    def test_key_claims_flag_a_phrase_not_the_clause(self) -> None:
+        response = (
+            "On warm evenings the friendly staff happily takes reservations for larger parties."
+        )
+        assert flagged(self.detector, response) == [
+            "staff happily takes reservations for larger parties"
+        ]
+
+    def test_a_negation_reaches_along_a_list(self) -> None:
+        response = (
+            "It has no garage, no reservations, or intimate corners, but it has outdoor seating."
+        )
+        assert flagged(self.detector, response) == []
+
+    def test_a_negation_stops_at_a_new_subject(self) -> None:
+        response = "It has no garage parking, they take reservations."
+        assert flagged(self.detector, response) == ["they take reservations"]
+
+    def test_denying_a_true_key_is_flagged(self) -> None:
+        # OutdoorSeating and WiFi are true/"free"; the street-parking denial is wrong too,
+        # while "no garage" is right and explains the negation of "parking".
+        response = (
+            "There is no outdoor seating. Wi-Fi is not available. There is no garage parking."
+        )
+        assert flagged(self.detector, response) == [
+            "There is no outdoor seating",
+            "Wi-Fi is not available",
+        ]
+
+    def test_rather_than_only_reaches_forward(self) -> None:
+        # Casual is true and intimate false: the first is right, the second denies casual.
+        assert flagged(self.detector, "The vibe is casual rather than intimate.") == []
+        assert flagged(self.detector, "The vibe is intimate rather than casual.") == [
+            "The vibe is intimate rather than casual"
+        ]
+
+    def test_saying_the_record_is_silent_is_not_a_claim(self) -> None:
+        response = "There are no details on whether it has music."
+        assert flagged(self.detector, response) == []
+
+    def test_whole_words_not_stems(self) -> None:
+        # "diverse" and "divey" share a crude stem; only the key's own words count.
+        reference = str({"name": "X", "attributes": {"Ambience": {"divey": False}}})
+        assert flagged(self.detector, "A diverse menu.", reference) == []
+        assert flagged(self.detector, "A divey bar.", reference) == ["A divey bar"]
+
+    def test_parking_words_only_count_about_parking(self) -> None:
+        reference = str({"attributes": {"BusinessParking": {"lot": False, "street": False}}})
+        assert (
+            flagged(self.detector, "It sits on a busy street with a lot of tables.", reference)
+            == []
+        )
+        assert flagged(self.detector, "Street parking is easy.", reference) == [
+            "Street parking is easy"
+        ]
+        # All parking flags false: there is no parking at all.
+        assert flagged(self.detector, "Parking is easy.", reference) == ["Parking is easy"]
+
+    def test_amenities_the_reference_never_names(self) -> None:
+        response = "They offer delivery and catering, and the menu caters to families."
+        assert flagged(self.detector, response) == ["They offer delivery", "catering"]
+        assert flagged(self.detector, "They do not offer delivery.") == []
+        reference = "We ordered delivery twice."
+        assert flagged(self.detector, "They offer delivery.", reference) == []
 
     def test_false_and_null_keys(self) -> None:
         response = (

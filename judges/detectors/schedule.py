@@ -72,7 +72,8 @@ _LATER_BEFORE = re.compile(
 """'extended hours on weekends': those days close later than some other day."""
 
 _LEAD_RE = re.compile(
-    r"(?:\b(?:open|opens|operates?|operating|runs?)\s+)?(?:\b(?:from|between|on|every)\s+)?$",
+    r"(?:\b(?:open|opens|operates?|operating|runs?|closed)\s+)?"
+    r"(?:\b(?:from|between|on|every)\s+)?$",
     re.IGNORECASE,
 )
 """Words before a claim that belong to it: "is open from" 11 to 9."""
@@ -203,8 +204,9 @@ def _parse_time(text: str) -> tuple[int, int, str | None, bool]:
     if m is None:  # pragma: no cover - the patterns above only hand over times
         raise ValueError(f"not a time: {text!r}")
     hour, minute, ampm = int(m[1]), int(m[2] or 0), m[3]
-    # "20:0", "0:30" or "17:00" can only be read one way.
-    literal = ampm is None and (hour > 12 or hour == 0)
+    # "20:0", "0:30" or "17:00" can only be read one way, and "5:0" copies the 24-hour
+    # style of Yelp's records.
+    literal = ampm is None and (hour > 12 or hour == 0 or len(m[2] or "00") == 1)
     return hour, minute, ampm, literal
 
 
