@@ -86,14 +86,22 @@ def refit_run_consensus(store: Store, run_id: str, rule: ConsensusRule) -> Conse
     run = store.get_run(run_id)
     if run is None:
         raise ReaggregateError(f"no run {run_id!r} in {store.path}")
-    panel = parse_panel(run.panel, f"run {run_id}")
-    variable = _text_variable(run, store)
+    return _replace_consensus(store, run_id, run, run.quorum, rule)
+
+
+def _replace_consensus(
+    store: Store, run_id: str, judged: RunRecord, quorum: int, rule: ConsensusRule
+) -> ConsensusRule:
+    """Recompute RUN_ID's consensus from its stored judgments under ``rule`` and store it;
+    ``judged`` is the run whose panel and text variable the judgments came from."""
+    panel = parse_panel(judged.panel, f"run {judged.run_id}")
+    variable = _text_variable(judged, store)
     texts = {item.item_id: item.text(variable) for item in store.load_items(run_id)}
     consensus, fitted = recompute(
         store.load_judgments(run_id),
         texts,
-        run.n_judges,
-        run.quorum,
+        judged.n_judges,
+        quorum,
         rule,
         [j.id for j in panel.judges],
     )
@@ -185,17 +193,7 @@ async def reaggregate(
     )
     try:
         copy_run_rows(store, run_id, new_id)
-        variable = _text_variable(source, store)
-        texts = {item.item_id: item.text(variable) for item in store.load_items(new_id)}
-        results, fitted = recompute(
-            store.load_judgments(new_id),
-            texts,
-            source.n_judges,
-            needed,
-            rule,
-            [j.id for j in panel.judges],
-        )
-        store.replace_consensus(new_id, results, fitted.to_dict())
+        fitted = _replace_consensus(store, new_id, source, needed, rule)
     except BaseException as error:
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")
         raise
