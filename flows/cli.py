@@ -33,6 +33,17 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+def _refuse_settings_on_resume(**given: object) -> None:
+    """A resumed run keeps the settings it started with; silently ignoring new ones would
+    mislead, so they are refused."""
+    named = [f"--{name}" for name, value in given.items() if value is not None]
+    if named:
+        raise ValueError(
+            f"--resume continues a run with the settings it started with; drop {', '.join(named)}"
+            " (or start a new run, or re-aggregate it: juryflow reaggregate RUN --consensus ...)"
+        )
+
+
 @app.command()
 def run(
     dataset: Annotated[
@@ -73,7 +84,9 @@ def run(
     quiet_prefect_logging(verbose)
     try:
         mapping = parse_mapping(map_ or [])
-        if resume is None:
+        if resume is not None:
+            _refuse_settings_on_resume(quorum=quorum, calibration=calibration)
+        else:
             preflight(dataset, panel, mapping, quorum)
         summary = run_evaluation(
             console,

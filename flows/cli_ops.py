@@ -66,6 +66,9 @@ def regression_command(
     from flows.prefect_env import quiet_prefect_logging
     from flows.regression import regression
 
+    if quorum is not None and quorum < 1:
+        _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
+        return
     quiet_prefect_logging()
     try:
         state: Any = asyncio.run(

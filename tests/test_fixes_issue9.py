@@ -417,3 +417,23 @@ def test_regression_command_prints_the_note(tmp_path: Path) -> None:
     )
     assert second.exit_code == 0, second.output
     assert "no regression. Note: too few paired items (n=" in " ".join(second.output.split())
+
+
+# -- a resumed run keeps its settings; new consensus settings are refused, not ignored ----------
+
+
+@pytest.mark.parametrize("option", [["--quorum", "2"], ["--calibration", "c"]])
+def test_resume_refuses_settings_it_would_ignore(tmp_path: Path, option: list[str]) -> None:
+    db = tmp_path / "x.duckdb"
+    result = runner.invoke(app, ["run", str(SAMPLE), "--resume", "r", *option, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert f"drop {option[0]}" in " ".join(result.output.split())
+    assert not db.exists()
+
+
+def test_regression_refuses_quorum_zero_up_front(tmp_path: Path) -> None:
+    db = tmp_path / "x.duckdb"
+    result = runner.invoke(app, ["regression", str(SAMPLE), "--quorum", "0", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert "--quorum 0" in result.output
+    assert not db.exists()
