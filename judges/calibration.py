@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -380,19 +380,6 @@ def verdict_candidates(
     return rules
 
 
-def _best(
-    rules: list[ConsensusRule],
-    value: Callable[[ConsensusRule], float],
-) -> ConsensusRule:
-    # Strictly better only: on ties the earlier (simpler) candidate stays.
-    best, best_value = rules[0], value(rules[0])
-    for rule in rules[1:]:
-        v = value(rule)
-        if v > best_value + 1e-12:
-            best, best_value = rule, v
-    return best
-
-
 def fit_on(
     data: CalibrationData, base: ConsensusRule, train: BoolArray, inner_folds: int = 3
 ) -> ConsensusRule:
@@ -403,27 +390,143 @@ def fit_on(
     mostly luck, so each verdict candidate is judged by an inner grouped cross-validation
     inside ``train`` (its parameters refitted on each inner fold), and the winner is refitted
     on all of ``train``.
+
+    A combining verdict rule must *earn its keep*: it replaces the best single judge
+    (following that judge alone is always a candidate) only when its inner-CV advantage on
+    ``train`` exceeds ``MARGIN_SE`` bootstrap standard errors (groups resampled, see
+    :func:`earns_its_keep`). A panel whose best judge is already about as good as the
+    evidence allows then follows that judge instead of a rule that won by luck.
     """
-    rule = base
-    if data.has_spans and data.span_labelled[train].any():
-        spans = span_candidates(data, base, train)
-        rule = _best(spans, lambda r: _span_f1(score(data, predict(data, r), train)))
+    rule = _fit_spans(data, base, train)
     candidates = verdict_candidates(data, rule, train)
     groups = data.groups[train]
     if inner_folds < 2 or len(set(map(str, groups))) < inner_folds:
-        return _best(candidates, lambda r: score(data, predict(data, r), train).response.f1)
-    inner = np.full(data.n_items, -1, dtype=np.int64)
-    inner[train] = grouped_folds(groups, inner_folds, seed=len(candidates))
-    said = np.zeros((len(candidates), data.n_items), dtype=bool)
-    for k in range(inner_folds):
-        held = inner == k
-        for c, rule_k in enumerate(verdict_candidates(data, rule, train & ~held)):
-            said[c, held] = predict(data, rule_k).verdict[held]
-    f1 = [
-        score(data, Prediction(said[c], np.zeros(0, dtype=bool)), train).response.f1
-        for c in range(len(candidates))
-    ]
-    return candidates[_first_best(f1)]
+        said = np.stack([predict(data, r).verdict for r in candidates])
+    else:
+        inner = np.full(data.n_items, -1, dtype=np.int64)
+        inner[train] = grouped_folds(groups, inner_folds, seed=len(candidates))
+        said = np.zeros((len(candidates), data.n_items), dtype=bool)
+        for k in range(inner_folds):
+            held = inner == k
+            # The span rule is refitted too: a "spans" verdict judged with a span rule
+            # fitted on the held-out items would look better than it is.
+            inner_rule = _fit_spans(data, base, train & ~held)
+            for c, rule_k in enumerate(verdict_candidates(data, inner_rule, train & ~held)):
+                said[c, held] = predict(data, rule_k).verdict[held]
+    counts = np.stack([_verdict_counts_per_item(data, s) for s in said])
+    return candidates[_select(counts, _alone(candidates, "verdict"), data, train)]
+
+
+def _fit_spans(data: CalibrationData, base: ConsensusRule, train: BoolArray) -> ConsensusRule:
+    """``base`` with the span rule that does best on the training characters."""
+    if not (data.has_spans and data.span_labelled[train].any()):
+        return base
+    spans = span_candidates(data, base, train)
+    counts = np.stack([_span_counts_per_item(data, predict(data, r).chars) for r in spans])
+    # Span rules are chosen on thousands of training characters, and combining rules win
+    # there by wide margins; the judge-alone fallback is for the few-dozen-item verdicts.
+    return spans[_select(counts, [], data, train)]
+
+
+def _alone(rules: Sequence[ConsensusRule], family: str) -> list[int]:
+    """Indices of the candidates that follow one judge alone (weight 1 on it, 0 elsewhere)."""
+    out = []
+    for c, rule in enumerate(rules):
+        weights = rule.span_weights if family == "spans" else rule.weights
+        ref = rule.spans if family == "spans" else rule.verdict
+        if ref.name == "weighted" and sum(1 for w in weights.values() if w) == 1:
+            out.append(c)
+    return out
+
+
+def _verdict_counts_per_item(data: CalibrationData, said: BoolArray) -> IntArray:
+    """(m, 3) per item: true positive, false positive, false negative (0/1 each)."""
+    labelled = ~np.isnan(data.gold_verdict)
+    gold = data.gold_verdict > 0.5
+    return np.stack(
+        [said & gold & labelled, said & ~gold & labelled, ~said & gold & labelled], axis=1
+    ).astype(np.int64)
+
+
+def _span_counts_per_item(data: CalibrationData, chars: BoolArray) -> IntArray:
+    """(m, 3) per item: overlapping, predicted-only and gold-only characters."""
+    in_scope = data.span_labelled[data.char_item]
+    p, g = chars & in_scope, data.gold_chars & in_scope
+    m = data.n_items
+    return np.stack(
+        [
+            np.bincount(data.char_item[p & g], minlength=m),
+            np.bincount(data.char_item[p & ~g], minlength=m),
+            np.bincount(data.char_item[~p & g], minlength=m),
+        ],
+        axis=1,
+    ).astype(np.int64)
+
+
+def _f1_of(counts: FloatArray) -> FloatArray:
+    """F1 from (..., 3) summed counts; 0 where nothing was predicted or labelled."""
+    tp, fp, fn = counts[..., 0], counts[..., 1], counts[..., 2]
+    denominator = 2 * tp + fp + fn
+    return np.asarray(np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0))
+
+
+BOOTSTRAP_SAMPLES = 400
+MARGIN_SE = 2.0
+"""A combining verdict rule must beat the best judge alone by this many bootstrap standard
+errors (about a one-sided 97.5 % test): at one, across five folds some rule that won by luck
+on a few dozen items slips through most of the time."""
+
+
+def earns_its_keep(
+    challenger: IntArray,
+    incumbent: IntArray,
+    groups: npt.NDArray[np.object_],
+    seed: int = 0,
+) -> bool:
+    """Does ``challenger`` beat ``incumbent`` on F1 by more than ``MARGIN_SE`` standard errors?
+
+    ``challenger`` and ``incumbent`` are (m, 3) per-item (tp, fp, fn) counts over the same
+    items; the standard error of the F1 difference comes from a paired bootstrap that
+    resamples whole groups (items of one source are not independent).
+
+    >>> one = np.array([[1, 0, 0]] * 20)
+    >>> miss = np.array([[0, 0, 1]] * 20)
+    >>> groups = np.array([str(i) for i in range(20)], dtype=object)
+    >>> earns_its_keep(one, miss, groups), earns_its_keep(one, one, groups)
+    (True, False)
+    """
+    _, group_index = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
+    n_groups = int(group_index.max()) + 1 if group_index.size else 0
+    if n_groups < 2:
+        return False
+    diff = challenger.astype(np.float64), incumbent.astype(np.float64)
+    observed = float(_f1_of(diff[0].sum(axis=0)) - _f1_of(diff[1].sum(axis=0)))
+    if observed <= 0:
+        return False
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n_groups, np.full(n_groups, 1 / n_groups), size=BOOTSTRAP_SAMPLES)
+    weights = draws[:, group_index].astype(np.float64)  # (B, m) item weights
+    boot = _f1_of(np.einsum("bm,mk->bk", weights, diff[0])) - _f1_of(
+        np.einsum("bm,mk->bk", weights, diff[1])
+    )
+    return observed > MARGIN_SE * float(np.std(boot))
+
+
+def _select(
+    counts: IntArray, alone: Sequence[int], data: CalibrationData, train: BoolArray
+) -> int:
+    """The best candidate on ``train`` by F1 of its (c, m, 3) counts, unless it is a
+    combining rule that does not beat the best judge-alone candidate by ``MARGIN_SE``
+    standard errors (then that judge). Ties keep the earlier, simpler candidate."""
+    use = counts[:, train]
+    f1 = [float(v) for v in _f1_of(use.sum(axis=1).astype(np.float64))]
+    best = _first_best(f1)
+    if not alone or best in alone:
+        return best
+    best_alone = max(alone, key=lambda c: (f1[c], -c))
+    if earns_its_keep(use[best], use[best_alone], data.groups[train]):
+        return best
+    return best_alone
 
 
 def _first_best(values: list[float]) -> int:
@@ -432,10 +535,6 @@ def _first_best(values: list[float]) -> int:
         if v > values[best] + 1e-12:
             best = i
     return best
-
-
-def _span_f1(scored: Scored) -> float:
-    return scored.spans.f1 if scored.spans is not None else 0.0
 
 
 # ------------------------------------------------------------------------------ report
@@ -508,6 +607,13 @@ def calibrate(
         )
     final = fit_on(data, base, labelled)
     notes: list[str] = []
+    follows = _alone([final], "verdict")
+    if follows:
+        judge = next(j for j, w in final.weights.items() if w)
+        notes.append(
+            f"the verdict follows {judge} alone: no combining rule beat it by "
+            f"{MARGIN_SE:g} standard errors on these items"
+        )
     if len(set(chosen)) > 1:
         notes.append(f"the folds chose {len(set(chosen))} different rules: the choice is unstable")
     return CalibrationResult(

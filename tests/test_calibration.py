@@ -111,6 +111,45 @@ def test_calibrated_rule_beats_majority_and_matches_the_best_judge_out_of_fold()
     assert len(result.fold_rules) == 5
 
 
+def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
+    """With one near-perfect judge and two coin flips, no combination can beat the judge: the
+    calibrated verdict follows it (a tie, never a lucky rule that loses out of fold) and says
+    so. With three equal, independent judges, the vote beats each of them and is kept."""
+    data = synthetic(seed=5)
+    rng = np.random.default_rng(11)
+    gold = data.gold_verdict > 0.5
+    sharp = np.where(rng.random(data.n_items) < 0.96, gold, ~gold).astype(np.float64)
+    coins = (rng.random((2, data.n_items)) < 0.5).astype(np.float64)
+    lopsided = CalibrationData(**{**data.__dict__, "verdicts": np.vstack([sharp, coins])})
+    result = calibrate(lopsided, ConsensusRule.from_dict({"verdict": "majority"}), folds=5)
+    calibrated, judge = result.results[0].scored, result.results[2].scored
+    assert calibrated.response.f1 == pytest.approx(judge.response.f1)
+    assert any("follows good alone" in note for note in result.notes)
+
+    equal = np.stack(
+        [np.where(rng.random(data.n_items) < 0.8, gold, ~gold) for _ in range(3)]
+    ).astype(np.float64)
+    panel = CalibrationData(**{**data.__dict__, "verdicts": equal})
+    result = calibrate(panel, ConsensusRule.from_dict({"verdict": "majority"}), folds=5)
+    best_judge = max(r.scored.response.f1 for r in result.results if r.kind == "judge")
+    assert result.results[0].scored.response.f1 > best_judge
+    assert not any("alone" in note for note in result.notes)
+
+
+def test_earns_its_keep_needs_a_margin_beyond_noise() -> None:
+    from judges.calibration import earns_its_keep
+
+    groups = np.asarray([f"g{i // 4}" for i in range(80)], dtype=object)
+    right, wrong = np.array([1, 0, 0]), np.array([0, 0, 1])
+    incumbent = np.stack([wrong if i % 8 == 0 else right for i in range(80)])
+    one_better = incumbent.copy()
+    one_better[8] = right  # one item of 80: well inside the noise
+    assert not earns_its_keep(one_better, incumbent, groups)
+    much_better = np.stack([right] * 80)
+    assert earns_its_keep(much_better, incumbent, groups)
+    assert not earns_its_keep(incumbent, much_better, groups)
+
+
 def test_a_fold_is_never_scored_by_a_rule_fitted_on_it() -> None:
     """Scrambling one fold's labels changes nothing that fold was predicted with."""
     data = synthetic(seed=3)
