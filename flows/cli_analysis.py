@@ -6,10 +6,10 @@ Registered on the main app by :func:`register` (``flows/cli.py``); the numbers c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
+import duckdb
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -24,6 +24,7 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
+from flows.output import dump_json, plain, print_error, safe_text
 
 console = Console()
 err = Console(stderr=True)
@@ -43,7 +44,7 @@ SPAN_TEXT_CHARS = 60
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    print_error(err, message)
     raise typer.Exit(code=2)
 
 
@@ -56,7 +57,7 @@ def _load(fn: Callable[[], T]) -> T:
     except (RunNotFound, StoreError) as error:
         _fail(str(error.args[0] if error.args else error))
         raise  # unreachable: _fail raises
-    except Exception as error:  # DuckDB's own message says what is wrong
+    except (duckdb.Error, ValueError) as error:  # DuckDB's own message says what is wrong
         _fail(f"{type(error).__name__}: {error}")
         raise
 
@@ -69,12 +70,12 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f} %"
 
 
-def _stat(stat: Stat | None) -> str:
-    return "—" if stat is None else stat.show()
+def _stat(stat: Stat | None) -> Text:
+    return Text("—") if stat is None else plain(stat.show())
 
 
 def _print_json(payload: Any) -> None:
-    console.file.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    console.file.write(dump_json(payload) + "\n")
 
 
 # -- agreement ------------------------------------------------------------------------
@@ -94,12 +95,12 @@ def _group_table(groups: list[GroupAgreement], has_gold: bool) -> Table:
     table = Table(title="Agreement", title_justify="left")
     table.add_column("metric")
     for group in groups:
-        table.add_column(f"{group.name} ({len(group.judges)})", overflow="fold")
+        table.add_column(plain(f"{group.name} ({len(group.judges)})"), overflow="fold")
         table.add_column("n", justify="right", style="dim")
     for label, field in _GROUP_METRICS:
         if field == "effective_panel_size" and not has_gold:
             continue
-        cells: list[str] = [label]
+        cells: list[str | Text] = [label]
         for group in groups:
             stat: Stat | None = getattr(group, field)
             cells += [_stat(stat), str(stat.n) if stat is not None and stat.n else ""]
@@ -121,8 +122,8 @@ def _pairs_table(group: GroupAgreement) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for p in group.pairs:
         table.add_row(
-            p.judge_a,
-            p.judge_b,
+            plain(p.judge_a),
+            plain(p.judge_b),
             str(p.n_items),
             _stat(p.verdict_agreement),
             _stat(p.cohen_kappa),
@@ -147,12 +148,12 @@ def _judges_table(report: AgreementReport) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for j in report.judge_summaries:
         table.add_row(
-            j.judge_id,
-            j.prompt or ("—" if j.output_kind else ""),
+            plain(j.judge_id),
+            plain(j.prompt or ("—" if j.output_kind else "")),
             f"{j.n_scored}/{j.n_items}",
             _num(j.mean_score),
             _pct(j.flag_rate),
-            j.bias.show() if j.bias.value is None else f"{j.bias.value:+.3f}",
+            plain(j.bias.show()) if j.bias.value is None else f"{j.bias.value:+.3f}",
             _stat(j.consensus_verdict_agreement),
             _stat(j.consensus_span_f1),
         )
@@ -165,9 +166,9 @@ def _error_table(group: GroupAgreement) -> Table | None:
     table = Table(title="Error correlation (verdict wrong vs gold)", title_justify="left")
     table.add_column("")
     for judge in group.judges:
-        table.add_column(judge, justify="right")
+        table.add_column(plain(judge), justify="right")
     for judge, row in zip(group.judges, group.error_correlation, strict=True):
-        table.add_row(judge, *(_num(v, 2) for v in row))
+        table.add_row(plain(judge), *(_num(v, 2) for v in row))
     return table
 
 
@@ -184,7 +185,7 @@ def _accuracy_table(report: AgreementReport) -> Table:
     for a in report.accuracy:
         r, s = a.response, a.spans
         table.add_row(
-            Text(a.predictor, style="bold" if a.predictor == "consensus" else ""),
+            plain(a.predictor, "bold" if a.predictor == "consensus" else ""),
             _pct(a.coverage),
             str(a.n_items),
             _num(r.precision if r else None),
@@ -211,17 +212,17 @@ def _reliability_table(report: AgreementReport) -> Table | None:
     for name in ("judge", "sensitivity", "specificity", "verdicts"):
         table.add_column(name, justify="left" if name == "judge" else "right")
     for j in found.judges:
-        table.add_row(Text(j.judge_id), _num(j.sensitivity), _num(j.specificity), str(j.n_units))
+        table.add_row(plain(j.judge_id), _num(j.sensitivity), _num(j.specificity), str(j.n_units))
     return table
 
 
 def print_agreement(report: AgreementReport) -> None:
-    console.print(
-        f"[bold]run[/] {report.run_id} · panel {report.panel_name} · "
+    heading = (
+        f" {report.run_id} · panel {report.panel_name} · "
         f"{report.n_items} items · {len(report.judges)} judges ({', '.join(report.judges)})"
-        + ("" if report.status == "completed" else f" · status {report.status}"),
-        soft_wrap=True,
+        + ("" if report.status == "completed" else f" · status {report.status}")
     )
+    console.print(Text.assemble(("run", "bold"), safe_text(heading, one_line=True)), soft_wrap=True)
     console.print(_group_table(report.groups, report.has_gold))
     everyone = report.groups[0]
     if everyone.pairs:
@@ -232,31 +233,31 @@ def print_agreement(report: AgreementReport) -> None:
     if errors is not None:
         console.print(errors)
     for note in everyone.error_notes:
-        console.print(Text(f"note: {note}"))
+        console.print(plain(f"note: {note}"))
     reliability = _reliability_table(report)
     if reliability is not None and report.reliability is not None:
         console.print(reliability)
         found = report.reliability
         console.print(
-            Text(
+            plain(
                 f"estimated prevalence {_pct(found.prevalence)} · judges worth "
                 f"{found.effective_panel_size.show()} independent ones given the estimate"
             )
         )
         if found.warning:
-            console.print(Text(f"warning: {found.warning}", style="yellow"))
+            console.print(plain(f"warning: {found.warning}", "yellow"))
     if report.accuracy:
         console.print(_accuracy_table(report))
     if report.consensus_rule:
         console.print(
-            Text(
+            plain(
                 f"consensus rule: {report.consensus_rule} · {report.contradictions} "
                 f"contradictions (clean verdict with consensus spans) · {report.unlocalised} "
                 "unlocalised (judges agree something is wrong, not where)"
             )
         )
     for note in report.notes:
-        console.print(Text(f"note: {note}"))
+        console.print(plain(f"note: {note}"))
 
 
 def agreement(
@@ -293,7 +294,7 @@ def _spans_cell(spans: list[SpanOut] | None, none: str = "—") -> Text:
     for k, s in enumerate(spans):
         if k:
             cell.append("\n")
-        cell.append(f"«{_clip(s.text)}»")
+        cell.append(f"«{safe_text(_clip(s.text), one_line=True)}»")
         where = "unanchored" if s.start is None else f"{s.start}–{s.end}"
         extra = f", {s.votes} votes" if s.votes is not None else ""
         cell.append(f" {where}{extra}", style="dim")
@@ -306,14 +307,18 @@ def _verdict(value: bool | None) -> Text:
     return Text("hallucinated", style="red") if value else Text("clean", style="green")
 
 
-def _item_heading(item: DisputedItem) -> str:
+def _item_heading(item: DisputedItem) -> Text:
     measures = [
         f"disagreement {_num(item.disagreement)}",
         f"score spread {_num(item.score_spread, 2)}",
         f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
         f"span disagreement {_num(item.span_disagreement, 2)}",
     ]
-    return f"[bold]#{item.rank} {item.item_id}[/]\n[dim]{' · '.join(measures)}[/]"
+    return Text.assemble(
+        (f"#{item.rank} {safe_text(item.item_id, one_line=True)}", "bold"),
+        "\n",
+        (" · ".join(measures), "dim"),
+    )
 
 
 def _item_table(item: DisputedItem) -> Table:
@@ -325,15 +330,15 @@ def _item_table(item: DisputedItem) -> Table:
     for j in item.judges:
         if j.score is None:
             table.add_row(
-                j.judge_id,
+                plain(j.judge_id),
                 Text("unscored", style="dim"),
                 Text("—", style="dim"),
-                Text(_clip(j.unscored_reason or ""), style="dim"),
+                plain(_clip(j.unscored_reason or ""), "dim", one_line=True),
             )
             continue
         spans = j.spans if j.output_kind == "spans" else None
         table.add_row(
-            j.judge_id,
+            plain(j.judge_id),
             _num(j.score, 2),
             _verdict(j.verdict),
             _spans_cell(spans, "(score only)"),
@@ -346,7 +351,7 @@ def _item_table(item: DisputedItem) -> Table:
         _num(item.consensus_score, 2),
         _verdict(item.consensus_hallucinated)
         if item.consensus_status == "ok"
-        else Text(item.consensus_status or "none", style="yellow"),
+        else plain(item.consensus_status or "none", "yellow"),
         _spans_cell(consensus_spans),
     )
     if item.gold_hallucinated is not None or item.gold_spans is not None:
@@ -361,7 +366,9 @@ def _item_table(item: DisputedItem) -> Table:
 
 def disagreements_command(
     run: RunArgument = None,
-    top: Annotated[int, typer.Option("--top", "-n", help="How many items to show.")] = 10,
+    top: Annotated[
+        int, typer.Option("--top", "-n", max=1_000_000, help="How many items to show.")
+    ] = 10,
     db: DbOption = None,
     format_: FormatOption = "table",
 ) -> None:
@@ -401,7 +408,9 @@ def calibrate_command(
         str, typer.Option(help="Name to store the calibration under (replaces an older one).")
     ] = "default",
     folds: Annotated[int, typer.Option(min=2, max=50, help="Cross-validation folds.")] = 5,
-    seed: Annotated[int, typer.Option(help="Seed of the fold assignment.")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**31 - 1, help="Seed of the fold assignment.")
+    ] = 0,
     group: Annotated[
         str | None,
         typer.Option(
@@ -427,7 +436,7 @@ def calibrate_command(
                      **report})  # fmt: skip
         return
     console.print(
-        Text(
+        plain(
             f"run {record.run_id} · {report['items']} items in {report['groups']} groups "
             f"(by {report['group_column'] or 'item'}) · {report['folds']} folds"
         )
@@ -441,17 +450,17 @@ def calibrate_command(
     for row in report["predictors"]:
         response, spans = row["response"], row["spans"]
         table.add_row(
-            Text(row["name"]),
+            plain(row["name"]),
             "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
             _f(response, "precision"), _f(response, "recall"), _f(response, "f1"),
             _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"),
         )  # fmt: skip
     console.print(table)
-    console.print(Text(f"stored as calibration {record.name!r}: {result.rule}"))
+    console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))
     for note in report["notes"]:
-        console.print(Text(f"note: {note}"))
+        console.print(plain(f"note: {note}"))
     console.print(
-        Text(
+        plain(
             f"apply it: juryflow reaggregate {record.run_id} --calibration {record.name}, "
             f"or juryflow run DATASET --panel PANEL --calibration {record.name}"
         )

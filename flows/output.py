@@ -1,10 +1,17 @@
-"""How results look in a terminal: tables, CSV, JSON and the end-of-run summary."""
+"""How results look in a terminal: tables, CSV, JSON and the end-of-run summary.
+
+Everything that comes from data (item ids, texts, judge ids, paths, SQL results, error
+messages quoting them) reaches the terminal through :func:`safe_text`, and into rich only
+as :class:`rich.text.Text`, never as markup: an item id ``[/]`` must not crash a command,
+``[link=...]`` must not become a hyperlink and an ESC byte must not drive the terminal.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -12,11 +19,52 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 EXAMPLE_QUERY = (
     "SELECT judge_id, count(*) AS n, avg(score) AS mean_score, count(*) - count(score) AS "
     "unscored FROM judgments WHERE run_id = '{run_id}' GROUP BY judge_id"
 )
+
+# C0 controls (ESC among them), DEL, C1 controls (0x9b is a one-byte CSI on some
+# terminals) and the bidirectional overrides that make text display in another order
+# than it reads ("Trojan Source").
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+_CONTROL_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+# json.dumps escapes C0 itself; with ensure_ascii=False it leaves these raw.
+_JSON_UNSAFE = re.compile(f"[\x7f-\x9f{_BIDI}]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe_text(value: object, *, one_line: bool = False) -> str:
+    """``value`` as text with every control character shown escaped (ESC as ``\\x1b``).
+
+    Newlines and tabs are kept unless ``one_line``: a table cell may span lines, a heading
+    or an error line may not be split by data.
+    """
+    text = value if isinstance(value, str) else str(value)
+    return (_CONTROL_ONE_LINE if one_line else _CONTROL).sub(_escaped, text)
+
+
+def plain(value: object, style: str = "", *, one_line: bool = False) -> Text:
+    """Data for rich: escaped, and never read as markup."""
+    return Text(safe_text(value, one_line=one_line), style=style)
+
+
+def print_error(console: Console, message: str) -> None:
+    """``error: MESSAGE`` as one unwrapped line per line of the message."""
+    console.print(Text.assemble(("error:", "bold red"), " ", safe_text(message)), soft_wrap=True)
+
+
+def dump_json(payload: Any) -> str:
+    """JSON with every control character escaped (non-ASCII text is kept readable)."""
+    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _plain(value: Any) -> Any:
@@ -27,12 +75,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _csv_value(value: Any) -> Any:
+    value = _plain(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return safe_text(value)
+
+
 def format_cell(value: Any) -> str:
     if value is None:
         return "∅"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    return safe_text(value)
 
 
 def print_rows(
@@ -40,18 +95,20 @@ def print_rows(
 ) -> None:
     if fmt == "json":
         records = [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
-        console.print_json(json.dumps(records, default=str))
+        console.file.write(dump_json(records) + "\n")
         return
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow(columns)
-        writer.writerows([[_plain(v) for v in row] for row in rows])
+        writer.writerow([safe_text(c) for c in columns])
+        writer.writerows([[_csv_value(v) for v in row] for row in rows])
         console.file.write(buffer.getvalue())
         return
-    table = Table(*columns, show_lines=False)
+    table = Table(show_lines=False)
+    for column in columns:
+        table.add_column(plain(column))
     for row in rows[:limit]:
-        table.add_row(*(format_cell(v) for v in row))
+        table.add_row(*(Text(format_cell(v)) for v in row))
     console.print(table)
     if len(rows) > limit:
         console.print(f"… {len(rows) - limit} more rows (use --limit or --format csv)")
@@ -87,7 +144,7 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
         ("store", summary["db"]),
     ]
     for name, value in rows:
-        table.add_row(name, value)
+        table.add_row(name, plain(value, one_line=True))
     console.print(table)
     rejected = summary.get("rejected") or []
     if rejected:
@@ -95,9 +152,11 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
             f"\n[bold yellow]{summary['rejected_rows']} rejected rows[/] (table row_errors):"
         )
         for row in rejected[:10]:
-            console.print(f"  line {row['row']}: {row['error']}", soft_wrap=True)
+            line = f"  line {row['row']}: {safe_text(row['error'], one_line=True)}"
+            console.print(Text(line), soft_wrap=True)
         if summary["rejected_rows"] > 10:
             console.print(f"  … and {summary['rejected_rows'] - 10} more")
     console.print("\nTry next:")
     query = EXAMPLE_QUERY.format(run_id=summary["run_id"])
-    console.print(f'  juryflow sql "{query}" --db {summary["db"]}', soft_wrap=True)
+    command = f'  juryflow sql "{query}" --db {summary["db"]}'
+    console.print(plain(command, one_line=True), soft_wrap=True)

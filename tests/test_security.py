@@ -100,7 +100,8 @@ def test_sql_opens_the_store_read_only(tmp_path: Path) -> None:
     ):
         result = runner.invoke(app, ["sql", statement, "--db", str(db)])
         assert result.exit_code == 2
-        assert "read-only" in result.output.lower()
+        assert "refused: juryflow sql is read-only" in result.output  # tests/test_sql_confined.py
+        assert "(nothing ran)" in result.output
     _, rows = Store(db).query("SELECT count(*) FROM schema_version")
     assert rows[0][0] >= 1
 

@@ -1,0 +1,309 @@
+"""`juryflow sql` is confined to reading the store: the attacks of issue 10, point 1.
+
+Every attack goes through the real command line (a subprocess) against a real store made
+by `juryflow run` on the bundled sample, and must end with exit code 2, one line saying
+what is refused, the store byte-for-byte unchanged and no file written anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from storage.sql_guard import SqlRefused, check_statements, confined_connection
+from tests.conftest import REPO, SAMPLE
+
+
+@dataclass(frozen=True)
+class Scene:
+    db: Path
+    outside: Path  # where an attack would write or attach; must stay empty
+    cwd: Path  # the command's working directory; must stay empty
+
+
+@pytest.fixture(scope="module")
+def scene(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    root = tmp_path_factory.mktemp("confined")
+    db = root / "store" / "sample.duckdb"
+    db.parent.mkdir()
+    result = CliRunner().invoke(app, ["run", str(SAMPLE), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    (root / "outside").mkdir()
+    (root / "cwd").mkdir()
+    yield Scene(db=db, outside=root / "outside", cwd=root / "cwd")
+
+
+def sql(
+    scene: Scene, statement: str, *extra: str, db: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+    store = str(db or scene.db)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", "sql", statement, "--db", store, *extra],
+        cwd=scene.cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def fingerprint(directory: Path) -> dict[str, str]:
+    """Every file under ``directory`` with the SHA-256 of its bytes."""
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def judgments_count(scene: Scene) -> int:
+    with duckdb.connect(str(scene.db), read_only=True) as con:
+        row = con.execute("SELECT count(*) FROM judgments").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def attacks(scene: Scene) -> dict[str, str]:
+    db, out = scene.db, scene.outside
+    catalog = db.stem
+    return {
+        "attach-use-detach-delete": (
+            f"ATTACH '{out / 'other.duckdb'}' AS m (READ_WRITE); USE m; DETACH {catalog}; "
+            f"ATTACH '{db}' AS s (READ_WRITE); DELETE FROM s.judgments"
+        ),
+        "attach alone": f"ATTACH '{out / 'other.duckdb'}' AS m",
+        "attach the store read-write": f"ATTACH '{db}' AS s (READ_WRITE)",
+        "use": "USE memory",
+        "detach": f"DETACH {catalog}",
+        "copy to": f"COPY judgments TO '{out / 'judgments.csv'}'",
+        "copy onto the store's own wal": (
+            f"COPY (SELECT 1) TO '{db}.wal' (FORMAT csv, USE_TMP_FILE false)"
+        ),
+        "export database": f"EXPORT DATABASE '{out / 'export'}'",
+        "install": "INSTALL httpfs",
+        "force install": "FORCE INSTALL httpfs",
+        "load": "LOAD httpfs",
+        "set": "SET enable_external_access = true",
+        "reset": "RESET lock_configuration",
+        "set memory": "SET memory_limit = '8GB'",
+        "pragma profiling": "PRAGMA enable_profiling",
+        "pragma profiling output": f"PRAGMA profiling_output = '{out / 'profile.txt'}'",
+        "pragma threads": "PRAGMA threads = 1",
+        "create table": "CREATE TABLE x (a INTEGER)",
+        "create temp table": "CREATE TEMP TABLE x AS SELECT 1",
+        "create macro": "CREATE MACRO m(a) AS a",
+        "drop view": "DROP VIEW item_disagreement",
+        "delete": "DELETE FROM judgments",
+        "update": "UPDATE consensus SET hallucinated = true",
+        "insert": "INSERT INTO schema_version VALUES (99, now())",
+        "call a file function": "CALL glob('/root/*')",
+        "checkpoint": "CHECKPOINT",
+        "explain analyze delete": "EXPLAIN ANALYZE DELETE FROM judgments",
+        "select then delete": "SELECT 1; DELETE FROM judgments",
+        "with ... insert": "WITH a AS (SELECT 1 AS x) INSERT INTO schema_version SELECT 7, now()",
+    }
+
+
+REFUSED_KEYWORD = {
+    "attach-use-detach-delete": "ATTACH, USE, DETACH, DELETE refused",
+    "use": "USE refused",
+    "copy onto the store's own wal": "COPY refused",
+    "export database": "EXPORT refused",
+    "install": "INSTALL refused",
+    "force install": "FORCE INSTALL refused",
+    "load": "LOAD refused",
+    "reset": "RESET refused",
+    "pragma threads": "PRAGMA refused",
+    "call a file function": "CALL refused",
+    "explain analyze delete": "EXPLAIN DELETE refused",
+    "select then delete": "DELETE refused",
+    "with ... insert": "INSERT refused",
+}
+
+FILE_READS = {
+    "read_text": "SELECT * FROM read_text('/etc/passwd')",
+    "read_csv": "SELECT * FROM read_csv('/etc/passwd', sep = ':')",
+    "read_blob": "SELECT * FROM read_blob('/etc/hostname')",
+    "glob": "SELECT * FROM glob('/root/*')",
+    "sniff_csv": "SELECT * FROM sniff_csv('/etc/passwd')",
+}
+
+
+def assert_refused_cleanly(scene: Scene, result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "name",
+    list(attacks(Scene(Path("/s/store.duckdb"), Path("/o"), Path("/c")))),
+)
+def test_a_statement_that_writes_attaches_or_configures_is_refused(scene: Scene, name: str) -> None:
+    before = fingerprint(scene.db.parent)
+    count = judgments_count(scene)
+    result = sql(scene, attacks(scene)[name])
+    line = assert_refused_cleanly(scene, result)
+    assert "read-only and confined to the store" in line
+    assert "it runs SELECT" in line and "(nothing ran)" in line
+    if name in REFUSED_KEYWORD:
+        assert REFUSED_KEYWORD[name] in line, line
+    assert fingerprint(scene.db.parent) == before
+    assert judgments_count(scene) == count == 180
+    assert list(scene.outside.iterdir()) == []
+    assert list(scene.cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", list(FILE_READS))
+def test_reading_a_file_other_than_the_store_is_refused(scene: Scene, name: str) -> None:
+    result = sql(scene, FILE_READS[name])
+    line = assert_refused_cleanly(scene, result)
+    assert "reads only the store; file, network and extension access is off" in line
+    assert "root:" not in result.stderr
+
+
+def test_a_file_named_as_a_table_is_not_read(scene: Scene) -> None:
+    """With external access off DuckDB does not turn a quoted path into a file scan."""
+    result = sql(scene, "SELECT * FROM '/etc/passwd'")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "Table with name /etc/passwd does not exist" in result.stderr
+    assert "root:" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_import_database_is_refused_before_its_files_are_read(scene: Scene) -> None:
+    """DuckDB expands IMPORT DATABASE while *parsing*, reading schema.sql then."""
+    exported = scene.cwd.parent / "to-import"
+    exported.mkdir()
+    (exported / "schema.sql").write_text("CREATE TABLE pwned (x INTEGER);\n")
+    (exported / "load.sql").write_text("")
+    before = fingerprint(scene.db.parent)
+    result = sql(scene, f"IMPORT DATABASE '{exported}'")
+    line = assert_refused_cleanly(scene, result)
+    assert "file, network and extension access is off" in line
+    assert fingerprint(scene.db.parent) == before
+    tables = sql(scene, "SELECT table_name FROM duckdb_tables()", "--format", "csv")
+    assert "pwned" not in tables.stdout
+
+
+def test_an_empty_query_is_refused(scene: Scene) -> None:
+    line = assert_refused_cleanly(scene, sql(scene, "  -- nothing here\n"))
+    assert "no SQL statement given" in line
+
+
+def test_a_missing_store_is_one_line(scene: Scene, tmp_path: Path) -> None:
+    line = assert_refused_cleanly(scene, sql(scene, "SELECT 1", db=tmp_path / "no.db"))
+    assert "no juryflow store at" in line
+    assert not (tmp_path / "no.db").exists()
+
+
+# -- what `sql` still does ----------------------------------------------------------
+
+
+def csv_rows(scene: Scene, statement: str) -> list[list[str]]:
+    result = sql(scene, statement, "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    return list(csv.reader(io.StringIO(result.stdout)))
+
+
+def test_selects_views_and_with_queries_work(scene: Scene) -> None:
+    assert csv_rows(scene, "SELECT count(*) AS n FROM judgments") == [["n"], ["180"]]
+    rows = csv_rows(scene, "SELECT judge_id FROM judge_accuracy ORDER BY judge_id")
+    assert rows == [["judge_id"], ["consensus"], ["content"], ["names"], ["numbers"]]
+    rows = csv_rows(
+        scene,
+        "WITH d AS (SELECT * FROM item_disagreement) SELECT count(*) AS n FROM d",
+    )
+    assert rows == [["n"], ["60"]]
+    assert csv_rows(scene, "FROM runs SELECT count(*) AS n") == [["n"], ["1"]]
+    # several reading statements: the last one's rows, as DuckDB does
+    assert csv_rows(scene, "SELECT 1 AS a; SELECT 2 AS b") == [["b"], ["2"]]
+
+
+def test_describe_show_summarize_explain_and_reading_pragmas_work(scene: Scene) -> None:
+    columns = [r[0] for r in csv_rows(scene, "DESCRIBE judgments")[1:]]
+    assert {"run_id", "item_id", "judge_id", "score"} <= set(columns)
+    tables = [r[0] for r in csv_rows(scene, "SHOW TABLES")[1:]]
+    assert {"judgments", "consensus", "item_disagreement", "judge_bias"} <= set(tables)
+    info = [r[1] for r in csv_rows(scene, "PRAGMA table_info('consensus')")[1:]]
+    assert "score_median" in info
+    assert csv_rows(scene, "PRAGMA database_size")[0][0] == "database_name"
+    assert len(csv_rows(scene, "SUMMARIZE consensus")) > 1
+    for statement in (
+        "EXPLAIN SELECT * FROM item_disagreement",
+        "EXPLAIN ANALYZE SELECT count(*) FROM judgments",
+    ):
+        result = sql(scene, statement, "--format", "json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)[0]["explain_key"].endswith("_plan")
+
+
+# -- the two layers, each on its own ------------------------------------------------
+
+
+def test_the_connection_itself_refuses_what_the_statement_check_would(scene: Scene) -> None:
+    """Defence in depth: with the statement check bypassed, DuckDB's own sandbox holds."""
+    outside = scene.outside
+    with confined_connection(scene.db) as con:
+        for statement in (
+            f"ATTACH '{outside / 'other.duckdb'}' AS m (READ_WRITE)",
+            f"COPY (SELECT 1) TO '{outside / 'x.csv'}'",
+            f"EXPORT DATABASE '{outside / 'export'}'",
+            "SELECT * FROM read_text('/etc/passwd')",
+            "SELECT * FROM glob('/root/*')",
+            "INSTALL httpfs",
+            "LOAD httpfs",
+            "SET enable_external_access = true",
+            "SET allowed_directories = ['/']",
+            "SET lock_configuration = false",
+            "SET temp_directory = '/tmp'",
+            "DELETE FROM judgments",
+        ):
+            with pytest.raises(duckdb.Error):
+                con.execute(statement)
+        settings = dict(
+            con.execute(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN ('allowed_directories',"
+                " 'allowed_paths', 'enable_external_access', 'lock_configuration',"
+                " 'autoinstall_known_extensions', 'autoload_known_extensions')"
+            ).fetchall()
+        )
+    assert settings["enable_external_access"] == "false"
+    assert settings["lock_configuration"] == "true"
+    assert settings["autoinstall_known_extensions"] == "false"
+    assert settings["autoload_known_extensions"] == "false"
+    assert settings["allowed_directories"] == "[]"
+    # DuckDB itself lists the store's own files (database and WAL) and nothing else
+    allowed = settings["allowed_paths"].strip("[]").split(", ")
+    assert all(Path(p).name.startswith(scene.db.name) for p in allowed), allowed
+    assert list(outside.iterdir()) == []
+
+
+def test_the_statement_check_uses_duckdbs_parser(scene: Scene) -> None:
+    with confined_connection(scene.db) as con:
+        # a semicolon inside a string or a comment is not a second statement
+        assert len(check_statements(con, "SELECT ';DELETE FROM judgments' AS s")) == 1
+        assert len(check_statements(con, "SELECT 1 -- ; DROP TABLE judgments")) == 1
+        assert len(check_statements(con, "/* ; */ EXPLAIN SELECT 1")) == 1
+        with pytest.raises(SqlRefused, match="EXPLAIN COPY refused"):
+            check_statements(con, "/* hidden */ EXPLAIN (FORMAT json) COPY judgments TO 'x'")
+        with pytest.raises(SqlRefused, match="CREATE refused"):
+            check_statements(con, "PIVOT judgments ON judge_id")  # creates a type first
