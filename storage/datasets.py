@@ -1,25 +1,54 @@
-"""Read dataset rows (JSONL, CSV, Parquet) through DuckDB and turn them into items.
+"""Turn dataset rows (JSONL, CSV, Parquet) into items, streamed.
 
-Rows stream in record batches so a large dataset never sits in memory whole. A row that
-cannot become an item (broken JSON, invalid UTF-8, a missing or empty column, an oversized
-value, gold labels that do not fit the judged text) becomes a :class:`RowError` with its
-line number; the other rows go on.
+:mod:`storage.dataset_readers` streams the file's rows with their line numbers. Here every
+prompt variable and the id are made **text** explicitly: strings as they are, numbers and
+booleans in their JSON text form (``7``, ``0.5``, ``true``), dates and times in ISO form; a
+list or an object where text belongs is a row error naming the column, never a stringified
+value. A row that cannot become an item (broken JSON, invalid UTF-8, a missing or empty
+column, an oversized value, gold labels that do not fit the judged text) becomes a
+:class:`RowError` with its line number; the other rows go on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from judges.records import GoldLabels, Item
-from storage.connection import duckdb_config
+from storage.dataset_readers import (
+    DEFAULT_FIELD_LIMIT,
+    DEFAULT_LINE_LIMIT,
+    DatasetError,
+    RawRow,
+    approximate_rows,
+    columns_of,
+    dataset_format,
+    iter_raw_rows,
+)
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "ColumnMap",
+    "DatasetError",
+    "GoldLabelError",
+    "RowError",
+    "count_rows",
+    "dataset_columns",
+    "dataset_fingerprint",
+    "dataset_format",
+    "iter_rows",
+    "parse_mapping",
+    "read_items",
+    "resolve_columns",
+    "row_to_item",
+]
 
 DEFAULT_MAX_CHARS = 200_000
 """Longest variable value accepted; longer ones are rejected rather than sent to a model."""
@@ -40,14 +69,22 @@ falls back to the same column)."""
 _INTEGER_RE = re.compile(r"[+-]?\d+")
 _SHOWN = 60
 """How much of an offending value an error message quotes."""
-
-
-class DatasetError(ValueError):
-    """The dataset as a whole cannot be read (unknown format, missing file or column)."""
+_FINGERPRINT_BLOCK = 1024 * 1024
+_TRUE = {"true", "t", "1", "yes", "y"}
+_FALSE = {"false", "f", "0", "no", "n"}
 
 
 class GoldLabelError(ValueError):
     """A row's gold labels cannot be used; the message names the label and what is wrong."""
+
+    def __init__(self, message: str, field: str = "labels") -> None:
+        super().__init__(message)
+        self.field = field
+        """The column to fix: 'labels' or 'hallucinated'."""
+
+
+class CellError(ValueError):
+    """A value that cannot be prompt text or an id (a list, an object, binary data)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,18 +103,6 @@ class ColumnMap:
     id_column: str | None
     labels_column: str | None
     hallucinated_column: str | None
-
-
-def dataset_format(path: Path) -> str:
-    suffixes = "".join(path.suffixes[-2:]).lower()
-    for fmt, endings in {
-        "jsonl": (".jsonl", ".ndjson", ".json"),
-        "csv": (".csv", ".tsv"),
-        "parquet": (".parquet", ".pq"),
-    }.items():
-        if any(suffixes.endswith(e) for e in endings):
-            return fmt
-    raise DatasetError(f"{path}: unknown dataset format; use .jsonl, .csv or .parquet")
 
 
 def parse_mapping(pairs: Sequence[str]) -> dict[str, str]:
@@ -115,118 +140,62 @@ def resolve_columns(
                 f"(columns are: {', '.join(columns)})"
             )
         variables[var] = found
+    # Looked up in every row even when the columns seen so far lack them: a JSONL file's
+    # columns come from its first rows, and gold labels that start later must be checked
+    # too. A row without them simply has none.
     return ColumnMap(
         variables=variables,
-        id_column="id" if "id" in available else None,
-        labels_column="labels" if "labels" in available else None,
-        hallucinated_column="hallucinated" if "hallucinated" in available else None,
+        id_column="id",
+        labels_column="labels",
+        hallucinated_column="hallucinated",
     )
 
 
-def _relation_sql(fmt: str) -> str:
-    return {
-        "jsonl": "SELECT * FROM read_json(?, format = 'newline_delimited')",
-        "csv": "SELECT * FROM read_csv(?, header = true, all_varchar = true)",
-        "parquet": "SELECT * FROM read_parquet(?)",
-    }[fmt]
-
-
 def dataset_columns(path: Path) -> list[str]:
-    if not path.is_file():
-        raise DatasetError(f"dataset {path} does not exist")
-    fmt = dataset_format(path)
-    con = duckdb.connect()
-    try:
-        cursor = con.execute(f"DESCRIBE {_relation_sql(fmt)}", [str(path)])
-        return [row[0] for row in cursor.fetchall()]
-    except duckdb.InvalidInputException:
-        if fmt != "jsonl":
-            raise
-        return _columns_by_lines(path)
-    except duckdb.Error as error:
-        raise DatasetError(f"{path}: DuckDB cannot read it as {fmt}: {error}") from None
-    finally:
-        con.close()
-
-
-def _columns_by_lines(path: Path) -> list[str]:
-    columns: dict[str, None] = {}
-    for _, row, _ in _jsonl_lines(path):
-        if row is not None:
-            columns.update(dict.fromkeys(row))
-    return list(columns)
-
-
-def _jsonl_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """Line number, parsed object (or None) and error (or None) for every non-blank line."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                yield number, None, f"invalid UTF-8 at byte {error.start} of the line"
-                continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield number, None, f"malformed JSON: {error.msg} at column {error.colno}"
-                continue
-            if not isinstance(value, dict):
-                yield number, None, f"expected a JSON object, got {type(value).__name__}"
-                continue
-            yield number, value, None
-
-
-def _duckdb_rows(path: Path, fmt: str, batch_rows: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    # One thread and a bounded buffer pool: rows are consumed a batch at a time, so more
-    # read-ahead only costs memory.
-    con = duckdb.connect(config={**duckdb_config(), "threads": "1"})
-    try:
-        reader = con.execute(_relation_sql(fmt), [str(path)]).to_arrow_reader(batch_rows)
-        # CSV counts its header as line 1, so data rows start at 2.
-        number = 2 if fmt == "csv" else 1
-        for batch in reader:
-            for row in batch.to_pylist():
-                yield number, row
-                number += 1
-    finally:
-        con.close()
+    """The dataset's column names; raises DatasetError when the file cannot be read."""
+    return columns_of(path)
 
 
 def iter_rows(
-    path: Path, batch_rows: int = 2048
-) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """Every row as (row number, row or None, error or None)."""
-    fmt = dataset_format(path)
-    try:
-        # DuckDB reads whole well-formed files fastest; it stops at the first bad line,
-        # in which case the line-by-line reader says exactly which lines are bad.
-        for number, row in _duckdb_rows(path, fmt, batch_rows):
-            yield number, row, None
-        return
-    except duckdb.InvalidInputException:
-        if fmt != "jsonl":
-            raise
-    except duckdb.Error as error:
-        raise DatasetError(f"{path}: DuckDB cannot read it as {fmt}: {error}") from None
-    yield from _jsonl_lines(path)
+    path: Path, batch_rows: int = 2048, max_chars: int = DEFAULT_MAX_CHARS
+) -> Iterator[RawRow]:
+    """Every row as (row number, row or None, error or None), streamed."""
+    # A line or field may hold several values of up to max_chars each, escaped (JSON's
+    # \uXXXX is 6 bytes a character): the limits only guard against runaway lines.
+    return iter_raw_rows(
+        path,
+        batch_rows,
+        line_limit=max(DEFAULT_LINE_LIMIT, 32 * max_chars),
+        field_limit=max(DEFAULT_FIELD_LIMIT, 2 * max_chars),
+    )
 
 
 def count_rows(path: Path) -> int | None:
-    """Rows in the dataset, for progress bars; None when DuckDB cannot count them cheaply."""
-    con = duckdb.connect()
+    """Rows in the dataset, for progress bars (approximate for JSONL and CSV: lines)."""
+    return approximate_rows(path)
+
+
+def dataset_fingerprint(path: str | Path) -> str:
+    """``sha256:<hex digest>:<size in bytes>`` of the file's content, read in 1 MiB blocks.
+
+    Cheap enough to take at the start of a run and again at ``--resume``: a different value
+    means the dataset changed in between. Raises DatasetError when the file cannot be read.
+    """
+    file = Path(path)
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray(_FINGERPRINT_BLOCK)
+    view = memoryview(buffer)
     try:
-        row = con.execute(
-            f"SELECT count(*) FROM ({_relation_sql(dataset_format(path))})", [str(path)]
-        )
-        found = row.fetchone()
-        return int(found[0]) if found else None
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
+        with file.open("rb", buffering=0) as handle:
+            while read := handle.readinto(buffer):
+                digest.update(view[:read])
+                size += read
+    except FileNotFoundError:
+        raise DatasetError(f"dataset {file} does not exist") from None
+    except OSError as error:
+        raise DatasetError(f"dataset {file} cannot be read: {error.strerror}") from None
+    return f"sha256:{digest.hexdigest()}:{size}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,30 +215,13 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _decoded(value: object) -> object:
-    """``value``, or what it decodes to when it is JSON text.
-
-    DuckDB infers one type per column over the whole file, so one odd row retypes the good
-    ones too: a field typed JSON arrives as JSON text ('12', '"12"', '{"start": 1}'), a
-    VARCHAR one as is.
-    """
-    if not isinstance(value, str):
-        return value
-    try:
-        decoded: object = json.loads(value)
-    except json.JSONDecodeError:
-        return value
-    return decoded
-
-
 def _offset(value: object, label: int, field: str) -> int:
     """A label's start or end as an int; raises GoldLabelError naming what it is instead."""
-    value = _decoded(value)
     if isinstance(value, str) and _INTEGER_RE.fullmatch(value.strip()):
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    # DuckDB may widen an offset column to DOUBLE or DECIMAL: a whole number is still fine.
+    # A whole number written as 3.0 (or a Parquet DOUBLE or DECIMAL) is still an offset.
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
@@ -283,7 +235,9 @@ def _label_list(raw: object) -> list[object] | None:
         if not raw.strip():
             return []
         try:
-            raw = json.loads(raw)  # a CSV cell, or a column DuckDB typed JSON
+            raw = json.loads(raw)  # a CSV cell, or a Parquet column of JSON text
+        except RecursionError:
+            raise GoldLabelError("'labels' is not valid JSON (nested too deeply)") from None
         except json.JSONDecodeError as error:
             raise GoldLabelError(
                 f"'labels' is not valid JSON ({error.msg} at column {error.colno})"
@@ -301,7 +255,7 @@ def _gold_spans(labels: list[object], bound: _SpanBound) -> tuple[tuple[int, int
     """
     spans: list[tuple[int, int]] = []
     for number, raw in enumerate(labels, start=1):
-        label = _decoded(raw)
+        label = raw
         if not isinstance(label, dict):
             raise GoldLabelError(
                 f"label {number} must be an object with 'start' and 'end', got {_shown(label)}"
@@ -324,13 +278,29 @@ def _gold_spans(labels: list[object], bound: _SpanBound) -> tuple[tuple[int, int
     return tuple(spans)
 
 
+def _flag(value: object) -> bool | None:
+    """The ``hallucinated`` column as a bool (None when blank); raises GoldLabelError."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if not word:
+            return None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+    raise GoldLabelError(
+        f"'hallucinated' must be true or false, got {_shown(value)}", field="hallucinated"
+    )
+
+
 def _gold(row: Mapping[str, Any], columns: ColumnMap, bound: _SpanBound) -> GoldLabels | None:
     raw = row.get(columns.labels_column) if columns.labels_column else None
     labels = _label_list(raw)
     spans = _gold_spans(labels, bound) if labels else ()
-    hallucinated = row.get(columns.hallucinated_column) if columns.hallucinated_column else None
-    if isinstance(hallucinated, str):
-        hallucinated = hallucinated.strip().lower() in {"true", "1", "yes"}
+    raw_flag = row.get(columns.hallucinated_column) if columns.hallucinated_column else None
+    hallucinated = _flag(raw_flag)
     if hallucinated is None and labels is not None:
         hallucinated = bool(spans)
     if hallucinated is None and not spans:
@@ -348,17 +318,80 @@ def _span_bound(variables: Mapping[str, str], columns: ColumnMap, max_chars: int
     return _SpanBound("the longest accepted text (--max-chars)", max_chars)
 
 
+def cell_text(value: object) -> str | None:
+    """A scalar cell as text (None stays None); raises CellError for a list, an object or
+    binary data that is not UTF-8.
+
+    Numbers and booleans take their JSON form, so a column with an odd number in it reads
+    the same whatever the other rows hold.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                # JSON may escape half a surrogate pair ("\ud800"): no store or model API
+                # takes that text, so it stops here rather than failing a chunk's write.
+                code = ord(value[error.start])
+                raise CellError(
+                    f"holds an unpaired surrogate (\\u{code:04x}), which is not valid Unicode"
+                ) from None
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return str(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CellError("is binary data, not UTF-8 text") from None
+    if isinstance(value, list | tuple):
+        raise CellError(f"is a list ({_shown(list(value))}), not text")
+    if isinstance(value, dict):
+        raise CellError("is an object, not text")
+    raise CellError(f"is a {type(value).__name__}, not text")
+
+
+def _item_id(number: int, row: Mapping[str, Any], columns: ColumnMap) -> str:
+    """The row's id as text (``row-N`` when it has none); raises CellError."""
+    raw = row.get(columns.id_column) if columns.id_column else None
+    try:
+        text = cell_text(raw)
+    except CellError as error:
+        raise CellError(
+            f"column {columns.id_column!r} (the id) {error}; ids must be strings or numbers"
+        ) from None
+    return text if text else f"row-{number}"
+
+
 def row_to_item(
     number: int, row: Mapping[str, Any], columns: ColumnMap, max_chars: int
 ) -> Item | RowError:
-    raw_id = row.get(columns.id_column) if columns.id_column else None
-    item_id = str(raw_id) if raw_id not in (None, "") else f"row-{number}"
+    try:
+        item_id = _item_id(number, row, columns)
+    except CellError as error:
+        return RowError(number, None, str(error))
     variables: dict[str, str] = {}
     for var, column in columns.variables.items():
-        value = row.get(column)
-        if value is None:
+        try:
+            text = cell_text(row.get(column))
+        except CellError as error:
+            return RowError(
+                number,
+                item_id,
+                f"column {column!r} (variable {var!r}) {error}; put the text itself in it",
+            )
+        if text is None:
             return RowError(number, item_id, f"column {column!r} (variable {var!r}) is missing")
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
         if not text.strip():
             return RowError(number, item_id, f"column {column!r} (variable {var!r}) is empty")
         if len(text) > max_chars:
@@ -373,7 +406,7 @@ def row_to_item(
         gold = _gold(row, columns, _span_bound(variables, columns, max_chars))
     except GoldLabelError as error:
         return RowError(
-            number, item_id, f"bad gold labels: {error}; fix or remove the row's 'labels'"
+            number, item_id, f"bad gold labels: {error}; fix or remove the row's {error.field!r}"
         )
     used = set(columns.variables.values()) | _METADATA_SKIP
     metadata = {
@@ -390,11 +423,16 @@ def read_items(
     overrides: Mapping[str, str] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> Iterator[Item | RowError]:
-    """Items of the dataset in file order; duplicate ids are row errors."""
+    """Items of the dataset in file order, streamed; duplicate ids are row errors.
+
+    Raises DatasetError up front when the file as a whole cannot be read (missing, unknown
+    format, no header, not Parquet, a needed column absent); after that, every problem is
+    a row error.
+    """
     file = Path(path)
     columns = resolve_columns(dataset_columns(file), needed, overrides or {})
     seen: set[str] = set()
-    for number, row, error in iter_rows(file):
+    for number, row, error in iter_rows(file, max_chars=max_chars):
         if row is None:
             yield RowError(number, None, error or "unreadable row")
             continue

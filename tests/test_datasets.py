@@ -44,7 +44,7 @@ def test_map_overrides_columns(tmp_path: Path) -> None:
     assert item.item_id == "row-2"  # no id column: CSV line number (header is line 1)
 
 
-def test_parquet_is_read_through_duckdb(tmp_path: Path) -> None:
+def test_parquet_written_by_duckdb_is_read(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     con = duckdb.connect()
     con.execute(
