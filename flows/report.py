@@ -50,6 +50,7 @@ from flows.analysis import (
 )
 from judges.agreement import merge_spans
 from storage.comparisons import latest_comparison
+from storage.files import write_private_text
 from storage.store import RunRecord, Store
 
 T = TypeVar("T")
@@ -771,8 +772,20 @@ def render_report(store: Store, run_id: str, top: int = 15) -> str:
     )
 
 
+class ReportWriteError(ValueError):
+    """The report could not be written where asked; the message says what to change."""
+
+
 def write_report(store: Store, run_id: str, path: str | Path, top: int = 15) -> Path:
+    """Render run ``run_id`` and write it to ``path`` as an owner-only (0600) file."""
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(store, run_id, top), encoding="utf-8")
+    page = render_report(store, run_id, top)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_private_text(out, page)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ReportWriteError(
+            f"cannot write the report to {out}: {reason}; pass -o a writable path"
+        ) from None
     return out

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import time
+import traceback
 from collections.abc import Mapping
 
 from judges.anchoring import anchor_spans
@@ -15,6 +16,7 @@ from judges.pricing import cost_usd
 from judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
 from judges.ratelimit import Limiter, estimate_tokens, limiter_for
 from judges.records import Item, Judgment, OutputKind, Usage, unscored
+from judges.redact import redact_text, remember_secret
 from judges.retry import RetriesExhausted, call_with_retries
 from prompts.loader import PromptError, PromptTemplate
 
@@ -53,6 +55,9 @@ class LLMJudge:
         self.limiter = limiter if limiter is not None else limiter_for(spec)
         self.base_delay = base_delay
         self.max_delay = max_delay
+        # Header values and base_url credentials: a server may echo them into any answer.
+        self._secrets = tuple(spec.credentials())
+        remember_secret(*self._secrets)
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.judge_id!r}, {self.spec.provider}:{self.model})"
@@ -125,8 +130,14 @@ class LLMJudge:
         except ProviderError as error:
             return self._provider_failure(item, error, attempts, timer, common)
         except Exception as error:
-            # The Judge contract: one broken call costs one row, never the whole chunk.
-            log.exception("judge %s: unexpected failure on item %s", self.judge_id, item.item_id)
+            # The Judge contract: one broken call costs one row, never the whole chunk. The
+            # traceback is kept for the bug report, cleaned like the row: it may quote a URL.
+            log.error(
+                "judge %s: unexpected failure on item %s\n%s",
+                self.judge_id,
+                item.item_id,
+                redact_text(traceback.format_exc(), self._secrets),
+            )
             return self._unscored(
                 item,
                 f"internal error: {type(error).__name__}: {error}",
@@ -145,6 +156,8 @@ class LLMJudge:
         common: dict[str, object],
     ) -> Judgment:
         raw = response.text if response.structured is None else json.dumps(response.structured)
+        # A server that echoes the request's headers can do it in a 200 as well as in an error.
+        raw = redact_text(raw, self._secrets)
         usage = Usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
@@ -185,7 +198,7 @@ class LLMJudge:
             output_kind=self.output_kind,
             score=score,
             spans=spans,
-            reasoning=parsed.reasoning,
+            reasoning=redact_text(parsed.reasoning, self._secrets) if parsed.reasoning else None,
             latency_ms=_elapsed_ms(timer),
             **extra,  # type: ignore[arg-type]
         )
@@ -207,7 +220,7 @@ class LLMJudge:
             item.item_id,
             self.judge_id,
             self.output_kind,
-            reason,
+            redact_text(reason, self._secrets),
             latency_ms=_elapsed_ms(timer),
             **extra,
         )

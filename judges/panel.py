@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from judges.redact import header_secrets, redact_url, url_secrets
+
 if TYPE_CHECKING:
     from judges.reducers import ConsensusRule
 
@@ -102,13 +104,30 @@ class JudgeSpec(BaseModel):
             return None
         return self.api_key_env or DEFAULT_API_KEY_ENV[self.provider]
 
+    def credentials(self) -> list[str]:
+        """Secret values the panel file itself holds: header values, base_url credentials."""
+        return header_secrets(self.headers) + url_secrets(self.base_url)
+
+    def public_dict(self) -> dict[str, Any]:
+        """This judge as it may be stored or shown: header values and URL credentials masked.
+
+        Header names stay (they say which headers a resumed run needs); their values could
+        be credentials whatever the name, so none is kept.
+        """
+        data = self.model_dump(mode="json")
+        data["headers"] = {name: "<redacted>" for name in self.headers}
+        if self.base_url is not None:
+            data["base_url"] = redact_url(self.base_url)
+        return data
+
     def call_parameters(self) -> dict[str, Any]:
         """What, besides the rendered prompt, changes a model's answer (the cache key's part)."""
         return {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "structured_output": self.structured_output,
-            "base_url": self.base_url,
+            # Masked: the cache key is stored, and a hash over a password can be brute-forced.
+            "base_url": redact_url(self.base_url) if self.base_url is not None else None,
         }
 
 
@@ -170,6 +189,12 @@ class PanelSpec(BaseModel):
     @property
     def effective_quorum(self) -> int:
         return self.quorum if self.quorum is not None else len(self.judges) // 2 + 1
+
+    def public_dict(self) -> dict[str, Any]:
+        """The panel as stored with a run (``runs.panel``): no header value, no URL credential."""
+        data = self.model_dump(mode="json")
+        data["judges"] = [judge.public_dict() for judge in self.judges]
+        return data
 
     def judge(self, judge_id: str) -> JudgeSpec:
         for spec in self.judges:

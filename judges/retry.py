@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from judges.providers.base import ProviderError
+from judges.redact import redact_text
 
 T = TypeVar("T")
 
@@ -20,7 +21,9 @@ class RetriesExhausted(Exception):
     """Every allowed attempt failed with a retryable error; carries the last one."""
 
     def __init__(self, last_error: ProviderError, attempts: int) -> None:
-        super().__init__(f"gave up after {attempts} attempts: {last_error}")
+        # Redacted again although ProviderError cleans its message: a caller may have built
+        # the error with a secret this process learnt only later.
+        super().__init__(redact_text(f"gave up after {attempts} attempts: {last_error}"))
         self.last_error = last_error
         self.attempts = attempts
 

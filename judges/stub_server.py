@@ -60,7 +60,8 @@ Fault meanings: ``429`` a rate limit with ``Retry-After`` (``StubConfig.retry_af
 seconds); ``500`` an internal error; ``hang`` no answer until the client gives up (or
 ``hang_seconds``); ``drop`` the socket is closed without a response; ``400`` an invalid
 request; ``401`` an authentication error whose message quotes the key it got, as some real
-servers do, so tests can check keys never leak into records.
+servers do, so tests can check keys never leak into records; ``echo`` a 400 whose message
+quotes the request target and every request header, as debugging proxies do.
 
 Structured answers: when the request carries tools (Anthropic forced ``tool_choice`` or
 OpenAI ``tools``) the answer is a tool call; an OpenAI ``response_format`` gets the JSON as
@@ -96,8 +97,8 @@ from typing import Any, Literal
 from judges.providers.base import TOOL_NAME
 from judges.stub_sim import Gold, load_gold, sim_answer
 
-Fault = Literal["429", "500", "hang", "drop", "400", "401"]
-FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401")
+Fault = Literal["429", "500", "hang", "drop", "400", "401", "echo"]
+FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "echo")
 
 _ARTICLE = re.compile(
     r"\*\*Generated Article:\*\*\n(.*?)\n\n## Output Format Requirements", re.DOTALL
@@ -170,6 +171,8 @@ class StubStats:
             self.max_in_flight = 0
             # The latest prompts answered, so tests can see exactly what a model was sent.
             self.recent_prompts: deque[str] = deque(maxlen=PROMPT_LOG_SIZE)
+            # The latest requests' targets and headers, so tests can see what was sent.
+            self.recent_requests: deque[tuple[str, dict[str, str]]] = deque(maxlen=PROMPT_LOG_SIZE)
 
     def _start(self, path: str, model: str | None) -> int:
         with self._lock:
@@ -193,6 +196,15 @@ class StubStats:
     def prompts(self) -> list[str]:
         with self._lock:
             return list(self.recent_prompts)
+
+    def _request(self, target: str, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.recent_requests.append((target, dict(headers)))
+
+    def requests_seen(self) -> list[tuple[str, dict[str, str]]]:
+        """(request target with its query, lower-cased headers) of the latest requests."""
+        with self._lock:
+            return list(self.recent_requests)
 
     def requests(self, model: str | None = None) -> int:
         with self._lock:
@@ -609,6 +621,8 @@ class StubServer:
         self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         path = request.path.split("?", 1)[0]
+        if not path.startswith("/_"):
+            self.stats._request(request.path, request.headers)
         if request.method == "GET" and path == "/_stats":
             return await _send(writer, 200, self.stats.snapshot())
         if request.method == "POST" and path == "/_reset":
@@ -696,6 +710,10 @@ class StubServer:
             key = key.removeprefix("Bearer ").strip()
             message = f"stub: Incorrect API key provided: {key}"
             return _Reply("401", 401, error_body(api, 401, message))
+        if fault == "echo":
+            echoed = "; ".join(f"{name}: {value}" for name, value in request.headers.items())
+            message = f"stub: cannot route POST {request.path} with headers {echoed}"
+            return _Reply("echo", 400, error_body(api, 400, message))
 
         prompt = prompt_of(body)
         self.stats._prompt(prompt)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from judges.records import Judgment, Span, Usage
+from judges.redact import redact_text
+from storage.files import open_private_append, private_dir
 
 _JUDGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Judgment))
 _SPAN_FIELDS = tuple(f.name for f in dataclasses.fields(Span))
@@ -35,6 +37,9 @@ def judgment_to_json(judgment: Judgment) -> str:
         {name: getattr(span, name) for name in _SPAN_FIELDS} for span in judgment.spans
     ]
     data["usage"] = {name: getattr(judgment.usage, name) for name in _USAGE_FIELDS}
+    if judgment.unscored_reason:
+        # Judges clean their reasons already; this file outlives a crash, so it checks again.
+        data["unscored_reason"] = redact_text(judgment.unscored_reason)
     return json.dumps(data, separators=(",", ":"))
 
 
@@ -53,9 +58,9 @@ class Journal:
     def append(self, judgment: Judgment) -> None:
         line = (judgment_to_json(judgment) + "\n").encode("utf-8")
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             # O_APPEND makes each line one atomic write even with several writers.
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fd = open_private_append(self.path)
         os.write(self._fd, line)
 
     def close(self) -> None:

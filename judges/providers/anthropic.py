@@ -12,10 +12,11 @@ from judges.providers.base import (
     ModelResponse,
     ProviderError,
     SDKPerLoop,
+    client_secrets,
     error_from_status,
     output_schema,
-    redact,
 )
+from judges.redact import redact_text
 
 
 class AnthropicClient:
@@ -35,6 +36,7 @@ class AnthropicClient:
         self._base_url = base_url
         self._timeout = timeout
         self._headers = dict(headers or {})
+        self._secrets = client_secrets(api_key, base_url, self._headers)
         self._sdks = SDKPerLoop(
             lambda: anthropic.AsyncAnthropic(
                 api_key=self._api_key,
@@ -98,7 +100,7 @@ class AnthropicClient:
         return error.retryable
 
     def _translate(self, error: anthropic.APIError) -> ProviderError:
-        message = redact(_message(error), self._api_key)
+        message = redact_text(_message(error), self._secrets)
         if isinstance(error, anthropic.APITimeoutError):
             return ProviderError(message or "request timed out", retryable=True, kind="timeout")
         if isinstance(error, anthropic.APIConnectionError):

@@ -15,8 +15,18 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from judges.records import OutputKind
+from judges.redact import (
+    header_secrets,
+    protect_logs,
+    redact_text,
+    remember_secret,
+    url_secrets,
+)
 
 ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth"]
+
+PLACEHOLDER_KEY = "not-needed"
+"""Sent to servers whose SDK wants a key when the panel names none for a custom base_url."""
 
 TOOL_NAME = "submit_judgment"
 """The one tool / JSON schema name a structured judge answers through."""
@@ -63,6 +73,8 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         kind: ErrorKind,
     ) -> None:
+        # Error bodies echo keys and headers, and messages end up in stored judgments.
+        message = redact_text(message)
         super().__init__(message)
         self.message = message
         self.retryable = retryable
@@ -193,19 +205,20 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, seconds)
 
 
-def redact(message: str, secret: str | None) -> str:
-    """``message`` with ``secret`` (and its distinctive tail) removed.
+def client_secrets(
+    api_key: str | None, base_url: str | None, headers: Mapping[str, str] | None
+) -> tuple[str, ...]:
+    """What a client sends that must never come back in a message, remembered process-wide.
 
-    Error bodies sometimes echo the key ("Incorrect API key provided: sk-...abcd"), and
-    messages end up in stored judgments.
+    Remembered so that any later record of this process (a retry's summary, a log line, a
+    run's error) is cleaned of them too, not only this client's own messages; the SDK's
+    HTTP loggers, which print request URLs at DEBUG, get a redacting filter.
     """
-    if not secret:
-        return message
-    message = message.replace(secret, "***")
-    tail = secret[-8:]
-    if len(secret) >= 16 and tail in message:
-        message = message.replace(tail, "***")
-    return message
+    protect_logs()
+    key = api_key if api_key != PLACEHOLDER_KEY else None
+    secrets = (key or "", *header_secrets(headers), *url_secrets(base_url))
+    remember_secret(*secrets)
+    return tuple(s for s in secrets if s)
 
 
 class _Closeable(Protocol):

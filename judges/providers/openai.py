@@ -18,10 +18,11 @@ from judges.providers.base import (
     ModelResponse,
     ProviderError,
     SDKPerLoop,
+    client_secrets,
     error_from_status,
     output_schema,
-    redact,
 )
+from judges.redact import redact_text
 
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
@@ -44,6 +45,7 @@ class OpenAIClient:
         self._base_url = base_url
         self._timeout = timeout
         self._headers = dict(headers or {})
+        self._secrets = client_secrets(api_key, base_url, self._headers)
         self._sdks = SDKPerLoop(
             lambda: openai.AsyncOpenAI(
                 api_key=self._api_key,
@@ -121,7 +123,7 @@ class OpenAIClient:
         return error.retryable
 
     def _translate(self, error: openai.APIError) -> ProviderError:
-        message = redact(error.message or type(error).__name__, self._api_key)
+        message = redact_text(error.message or type(error).__name__, self._secrets)
         if isinstance(error, openai.APITimeoutError):
             return ProviderError(message, retryable=True, kind="timeout")
         if isinstance(error, openai.APIConnectionError):
