@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from judges.factory import check_keys
 from judges.panel import PanelSpec, load_panel, parse_panel
 from judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from prompts.loader import PromptTemplate, load_template
-from storage.datasets import DEFAULT_MAX_CHARS
+from storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from storage.store import RunRecord, Store, new_run_id
 
 BUNDLED_DATASET = (
@@ -22,6 +23,17 @@ DETECTOR_VARIABLES = ("reference", "response")
 
 class RunSetupError(ValueError):
     pass
+
+
+logger = logging.getLogger(__name__)
+
+
+def check_sizes(chunk_size: int, max_chars: int) -> None:
+    """The command line range-checks these; a flow called directly gets the same answer."""
+    if chunk_size < 1:
+        raise RunSetupError(f"--chunk-size {chunk_size}: give at least 1 item per task")
+    if max_chars < 1:
+        raise RunSetupError(f"--max-chars {max_chars}: give at least 1 character")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +75,8 @@ class RunPlan:
 
 
 def public_panel(panel: PanelSpec) -> dict[str, Any]:
-    """The panel as stored with a run: header values could be credentials, so only names."""
-    data = panel.model_dump(mode="json")
-    for judge in data["judges"]:
-        judge["headers"] = {name: "<redacted>" for name in judge.get("headers", {})}
-    return data
+    """The panel as stored with a run: no header value, no credential inside a base_url."""
+    return panel.public_dict()
 
 
 def consensus_rule_for(
@@ -112,8 +121,10 @@ def preflight(
     panel: str | None,
     mapping: dict[str, str] | None,
     quorum: int | None = None,
-) -> None:
-    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns."""
+    db: str | None = None,
+) -> list[str]:
+    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
+    and the store (created or brought to the latest schema). Returns warnings to show."""
     from storage.datasets import dataset_columns, resolve_columns
 
     panel_spec = load_panel(panel)
@@ -135,6 +146,15 @@ def preflight(
         resumed=False,
     )
     resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
+    Store(db).migrate()
+    return []
+
+
+def preflight_resume(db: str | None, run_id: str) -> list[str]:
+    """What ``_resume_plan`` checks, before Prefect starts; returns warnings to show."""
+    store = Store(db)
+    store.migrate()
+    return _resumable(store, run_id)[2]
 
 
 def plan_run(
@@ -152,6 +172,7 @@ def plan_run(
     flow_run_id: str | None = None,
     calibration: str | None = None,
 ) -> RunPlan:
+    check_sizes(chunk_size, max_chars)
     store = Store(db)
     store.migrate()
     if resume:
@@ -202,14 +223,18 @@ def plan_run(
             },
             flow_run_id=flow_run_id,
             consensus=rule.to_dict(),
+            dataset_fingerprint=dataset_fingerprint(plan.dataset),
         )
     )
     return plan
 
 
-def _resume_plan(
-    store: Store, run_id: str, chunk_size: int, use_cache: bool, flow_run_id: str | None
-) -> RunPlan:
+def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[str]]:
+    """The run, its panel and warnings, once everything a resume needs is checked:
+    the run exists and is an evaluation, the panel's keys are set, the dataset is the one
+    the run read, and the journal names only the panel's judges."""
+    from flows.resume_checks import ResumeError, check_dataset, set_aside_unknown_judges
+
     run = store.get_run(run_id)
     if run is None:
         raise RunSetupError(f"--resume {run_id}: no such run in {store.path}")
@@ -217,6 +242,21 @@ def _resume_plan(
         raise RunSetupError(f"--resume {run_id}: a {run.kind} run cannot be resumed")
     panel_spec = parse_panel(run.panel, f"run {run_id}")
     check_keys(panel_spec)
+    try:
+        warnings = check_dataset(run)
+        judges = {j.id for j in panel_spec.judges}
+        warnings += set_aside_unknown_judges(store.path, run_id, judges)
+    except ResumeError as error:
+        raise RunSetupError(str(error)) from None
+    return run, panel_spec, warnings
+
+
+def _resume_plan(
+    store: Store, run_id: str, chunk_size: int, use_cache: bool, flow_run_id: str | None
+) -> RunPlan:
+    run, panel_spec, warnings = _resumable(store, run_id)
+    for warning in warnings:  # the command line showed them already; flows called directly
+        logger.warning(warning)
     parameters = run.parameters or {}
     store.mark_running(run_id, flow_run_id)
     return RunPlan(

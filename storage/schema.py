@@ -6,6 +6,8 @@ users can write queries without quoting.
 
 from __future__ import annotations
 
+import re
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         1,
@@ -14,7 +16,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             run_id VARCHAR PRIMARY KEY,
             kind VARCHAR NOT NULL,            -- evaluate | reaggregate
             suite VARCHAR NOT NULL,
-            status VARCHAR NOT NULL,          -- running | completed | failed
+            status VARCHAR NOT NULL,          -- running | completed | failed | interrupted
             started_at TIMESTAMPTZ NOT NULL,
             finished_at TIMESTAMPTZ,
             dataset VARCHAR,
@@ -187,6 +189,17 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        4,
+        """
+        -- Issue 10: what the run read (size and SHA-256 of the dataset file), so that
+        -- --resume can refuse a dataset that changed since; NULL for runs started before.
+        ALTER TABLE runs ADD COLUMN dataset_fingerprint VARCHAR;
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -202,3 +215,19 @@ TABLES = (
     "calibrations",
     "judge_reliability",
 )
+
+
+_CREATED = re.compile(r"CREATE TABLE (\w+)")
+
+
+def tables_at(version: int) -> frozenset[str]:
+    """The tables a store at schema ``version`` must have (``schema_version`` included).
+
+    Read from the migrations themselves, so that a new migration cannot forget to list its
+    tables here.
+    """
+    created = {"schema_version"}
+    for number, ddl in MIGRATIONS:
+        if number <= version:
+            created.update(_CREATED.findall(ddl))
+    return frozenset(created)

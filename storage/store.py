@@ -16,9 +16,10 @@ import duckdb
 import pyarrow as pa
 
 from judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
-from storage.connection import connect, resolve_db_path
+from storage.connection import StoreError, connect, resolve_db_path
 from storage.datasets import RowError
-from storage.schema import LATEST_VERSION, MIGRATIONS
+from storage.paths import probe_directory, reason
+from storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
 from storage.views import VIEWS
 
 
@@ -47,12 +48,21 @@ class RunRecord:
     error: str | None = None
     consensus: dict[str, Any] | None = None
     """The consensus rule (``ConsensusRule.to_dict()``) the run's consensus was made with."""
+    dataset_fingerprint: str | None = None
+    """Size and SHA-256 of the dataset file the run read; None for runs started before."""
 
 
-_RUN_COLUMNS = (
-    "run_id, kind, suite, status, started_at, finished_at, dataset, panel_name, panel, "
-    "prompts, quorum, n_judges, parent_run_id, parameters, flow_run_id, error, consensus"
-)
+_RUN_FIELDS = (
+    "run_id", "kind", "suite", "status", "started_at", "finished_at", "dataset", "panel_name",
+    "panel", "prompts", "quorum", "n_judges", "parent_run_id", "parameters", "flow_run_id",
+    "error", "consensus", "dataset_fingerprint",
+)  # fmt: skip
+_RUN_COLUMNS = ", ".join(_RUN_FIELDS)
+_RUN_JSON = frozenset({"panel", "prompts", "parameters", "consensus"})
+
+
+class StoreSchemaError(StoreError):
+    """The file is a DuckDB database, but not a juryflow store this version can use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +99,60 @@ def _reliability_values(r: ReliabilityRow) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _run_from_row(row: Sequence[Any]) -> RunRecord:
-    values = list(row)
-    for index in (8, 9, 13, 16):
-        if isinstance(values[index], str):
-            values[index] = json.loads(values[index])
-    return RunRecord(*values)
+def _run_from_row(names: Sequence[str], row: Sequence[Any]) -> RunRecord:
+    """A run row by column name: a store not yet migrated lacks the newest columns."""
+    values = {
+        name: json.loads(value) if name in _RUN_JSON and isinstance(value, str) else value
+        for name, value in zip(names, row, strict=True)
+        if name in _RUN_FIELDS
+    }
+    return RunRecord(**values)
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a DuckDB file that is not a juryflow store this version can use.
+
+    A file with no tables at all is fine: it becomes a store.
+    """
+    try:
+        found = con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() "
+            "WHERE NOT internal AND database_name = current_database() "
+            "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
+            "WHERE NOT internal AND database_name = current_database()"
+        ).fetchall()
+        main = {str(name) for schema, name in found if schema == "main"}
+        version = 0
+        if "schema_version" in main:
+            row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+            version = int(row[0]) if row and row[0] is not None else 0
+    except (duckdb.Error, TypeError, ValueError) as error:
+        raise StoreSchemaError(
+            f"{path} is a DuckDB file but not a juryflow store ({error}); "
+            "pass --db a juryflow store or a new path"
+        ) from None
+    others = [
+        (schema, name) for schema, name in found if (schema, name) != ("main", "schema_version")
+    ]
+    if version == 0:
+        if not others:
+            return
+        names = ", ".join(sorted(f"{schema}.{name}" for schema, name in others)[:5])
+        raise StoreSchemaError(
+            f"{path} is a DuckDB file but not a juryflow store (it holds {names}); "
+            "pass --db a juryflow store or a new path"
+        )
+    if version > LATEST_VERSION:
+        raise StoreSchemaError(
+            f"{path} is a juryflow store of schema version {version}, newer than this "
+            f"juryflow knows ({LATEST_VERSION}); upgrade juryflow, or pass --db another store"
+        )
+    missing = sorted(tables_at(version) - main)
+    if missing:
+        raise StoreSchemaError(
+            f"{path} is a damaged juryflow store: table {', '.join(missing)} is missing; "
+            "restore the file from a backup, or pass --db a new path"
+        )
 
 
 class Store:
@@ -103,6 +161,17 @@ class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = resolve_db_path(path)
         self._held: duckdb.DuckDBPyConnection | None = None
+        self._checked = False
+
+    @contextmanager
+    def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to a file checked to be a juryflow store (once per Store); that it
+        is a DuckDB file at all, :func:`storage.connection.connect` checks."""
+        with connect(self.path, read_only=read_only) as con:
+            if not self._checked:
+                _check_schema(con, self.path)
+                self._checked = True
+            yield con
 
     @contextmanager
     def session(self) -> Iterator[None]:
@@ -111,7 +180,7 @@ class Store:
         Opening and closing the file costs a checkpoint each time, which dominates bulk
         writes; runs do not use this, so that other processes get the file between chunks.
         """
-        with connect(self.path) as con:
+        with self._open(read_only=False) as con:
             self._held = con
             try:
                 yield
@@ -123,7 +192,7 @@ class Store:
         if self._held is not None:
             yield self._held
         else:
-            with connect(self.path, read_only=read_only) as con:
+            with self._open(read_only) as con:
                 yield con
 
     @contextmanager
@@ -145,21 +214,38 @@ class Store:
     # -- schema -------------------------------------------------------------------------
 
     def migrate(self) -> int:
-        """Bring the file to the latest schema; returns the version it is at."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.write() as con:
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version ("
-                "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ DEFAULT current_timestamp)"
-            )
-            row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-            current = int(row[0]) if row and row[0] is not None else 0
-            for version, ddl in MIGRATIONS:
-                if version > current:
-                    con.execute(ddl)
-                    con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
-            for view_sql in VIEWS:
-                con.execute(view_sql)
+        """Bring the file to the latest schema; returns the version it is at.
+
+        Refuses (StoreError) a path it cannot write and a file that is not a juryflow store
+        this version can use; a DuckDB file with no tables becomes a store.
+        """
+        try:
+            # DuckDB's write-ahead log and the run journals sit beside the file.
+            probe_directory(self.path.parent)
+        except OSError as error:
+            raise StoreError(
+                f"cannot write the store {self.path}: {reason(error)}; "
+                "pass --db a path in a writable directory"
+            ) from None
+        try:
+            with self.write() as con:
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                    "applied_at TIMESTAMPTZ DEFAULT current_timestamp)"
+                )
+                row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+                current = int(row[0]) if row and row[0] is not None else 0
+                for version, ddl in MIGRATIONS:
+                    if version > current:
+                        con.execute(ddl)
+                        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+                for view_sql in VIEWS:
+                    con.execute(view_sql)
+        except duckdb.Error as error:
+            raise StoreSchemaError(
+                f"cannot bring {self.path} to juryflow schema version {LATEST_VERSION}: "
+                f"{error}; pass --db a juryflow store or a new path"
+            ) from None
         return LATEST_VERSION
 
     # -- runs ---------------------------------------------------------------------------
@@ -167,8 +253,7 @@ class Store:
     def create_run(self, run: RunRecord) -> None:
         with self.write() as con:
             con.execute(
-                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})",
                 [
                     run.run_id,
                     run.kind,
@@ -187,6 +272,7 @@ class Store:
                     run.flow_run_id,
                     run.error,
                     json.dumps(run.consensus) if run.consensus is not None else None,
+                    run.dataset_fingerprint,
                 ],
             )
 
@@ -207,9 +293,10 @@ class Store:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self.read() as con:
-            row = con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", [run_id])
-            found = row.fetchone()
-        return _run_from_row(found) if found else None
+            cursor = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+            names = [d[0] for d in cursor.description or ()]
+            found = cursor.fetchone()
+        return _run_from_row(names, found) if found else None
 
     def latest_run_id(self, suite: str | None = None, status: str | None = None) -> str | None:
         with self.read() as con:
@@ -655,9 +742,7 @@ def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Tabl
             "attempts": pa.array([j.attempts for j in judgments], pa.int32()),
             "cache_key": pa.array([j.cache_key for j in judgments], pa.string()),
             "cached": pa.array([j.cached for j in judgments], pa.bool_()),
-            "verdict_threshold": pa.array(
-                [j.verdict_threshold for j in judgments], pa.float64()
-            ),
+            "verdict_threshold": pa.array([j.verdict_threshold for j in judgments], pa.float64()),
         }
     )
     span_rows = [
