@@ -29,7 +29,7 @@ DbOption = Annotated[
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    output.print_error(err, message)
     raise typer.Exit(code=2)
 
 
@@ -60,11 +60,15 @@ def run(
     quorum: Annotated[
         int | None, typer.Option(help="Judges that must answer: 1 to the panel size.")
     ] = None,
-    chunk_size: Annotated[int, typer.Option(help="Items per Prefect task.")] = 200,
+    chunk_size: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Items per Prefect task.")
+    ] = 200,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
     resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
     suite: Annotated[str | None, typer.Option(help="Suite name for regressions.")] = None,
-    max_chars: Annotated[int, typer.Option(help="Longest accepted value.")] = 200_000,
+    max_chars: Annotated[
+        int, typer.Option(min=1, max=1_000_000_000, help="Longest accepted value.")
+    ] = 200_000,
     dask: Annotated[
         str | None,
         typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
@@ -76,7 +80,10 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB."""
-    from flows.run_setup import preflight
+    from rich.markup import escape
+
+    from flows.interrupts import RunInterrupted
+    from flows.run_setup import preflight, preflight_resume
     from flows.runner import run_evaluation
     from judges.panel import PanelError
     from storage.datasets import DatasetError, parse_mapping
@@ -86,8 +93,11 @@ def run(
         mapping = parse_mapping(map_ or [])
         if resume is not None:
             _refuse_settings_on_resume(quorum=quorum, calibration=calibration)
+            warnings = preflight_resume(db, resume)
         else:
-            preflight(dataset, panel, mapping, quorum)
+            warnings = preflight(dataset, panel, mapping, quorum, db=db)
+        for warning in warnings:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
         summary = run_evaluation(
             console,
             dict(
@@ -105,6 +115,11 @@ def run(
             ),
             dask=dask,
         )
+    except RunInterrupted as stopped:
+        # Ctrl-C, SIGTERM or a cancellation in Prefect: the run is marked interrupted and
+        # the message says how to resume it.
+        err.print(stopped.message, markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=stopped.exit_code) from None
     except (DatasetError, PanelError, ValueError, RuntimeError) as error:
         _fail(str(error))
         return
@@ -116,20 +131,29 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL to run against the store (read-only).")],
     db: DbOption = None,
     format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
-    limit: Annotated[int, typer.Option(help="Rows to show in table format.")] = 1000,
+    limit: Annotated[int, typer.Option(min=1, help="Rows to show in table format.")] = 1000,
 ) -> None:
-    """Query the store read-only; DuckDB refuses any statement that would write."""
-    from storage.connection import StoreError
-    from storage.store import Store
+    """Query the store, read-only and confined to it: no other file, no extension, no SET."""
+    import duckdb
+
+    from storage.connection import StoreError, resolve_db_path
+    from storage.sql_guard import SqlConfinementError, SqlRefused, run_confined
 
     if format_ not in {"table", "csv", "json"}:
         _fail("--format must be table, csv or json")
     try:
-        columns, rows = Store(db).query(query)
-    except StoreError as error:
+        columns, rows = run_confined(resolve_db_path(db), query)
+    except (SqlRefused, SqlConfinementError, StoreError) as error:
         _fail(str(error))
         return
-    except Exception as error:  # DuckDB's own message says what is wrong with the SQL
+    except duckdb.PermissionException as error:
+        reason = str(error).splitlines()[0]
+        _fail(
+            "juryflow sql reads only the store; file, network and extension access is off "
+            f"({reason})"
+        )
+        return
+    except duckdb.Error as error:  # DuckDB's own message says what is wrong with the SQL
         _fail(f"{type(error).__name__}: {error}")
         return
     output.print_rows(console, columns, rows, format_, limit)
@@ -137,13 +161,21 @@ def sql(
 
 @app.command("stub-server")
 def stub_server(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
-    latency_ms: Annotated[float, typer.Option(help="Added latency per request.")] = 0.0,
-    fault_429: Annotated[float, typer.Option(help="Share of 429 answers.")] = 0.0,
-    fault_500: Annotated[float, typer.Option(help="Share of 500 answers.")] = 0.0,
-    fault_hang: Annotated[float, typer.Option(help="Share of requests that hang.")] = 0.0,
-    fault_drop: Annotated[float, typer.Option(help="Share of dropped connections.")] = 0.0,
-    malformed: Annotated[float, typer.Option(help="Share of malformed outputs.")] = 0.0,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8765,
+    latency_ms: Annotated[
+        float, typer.Option(min=0.0, max=3_600_000.0, help="Added latency per request.")
+    ] = 0.0,
+    fault_429: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of 429 answers.")] = 0.0,
+    fault_500: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of 500 answers.")] = 0.0,
+    fault_hang: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of requests that hang.")
+    ] = 0.0,
+    fault_drop: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of dropped connections.")
+    ] = 0.0,
+    malformed: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of malformed outputs.")
+    ] = 0.0,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     gold: Annotated[
         str | None,
@@ -158,6 +190,9 @@ def stub_server(
     """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
     from judges.stub_server import StubConfig, load_gold, serve
 
+    if fault_429 + fault_500 + fault_hang + fault_drop + malformed > 1:
+        _fail("--fault-429, --fault-500, --fault-hang, --fault-drop and --malformed are shares "
+              "of the requests: together they can be at most 1")  # fmt: skip
     try:
         labels = load_gold(gold) if gold else None
     except ValueError as error:  # DatasetError: missing file, unknown format, no labels
@@ -176,7 +211,12 @@ def stub_server(
     if labels is not None:
         console.print(f"simulated judges know the gold labels of {len(labels)} responses")
     console.print(f"stand-in server on http://127.0.0.1:{port} (Ctrl-C stops it)")
-    serve(host="127.0.0.1", port=port, config=config)
+    try:
+        serve(host="127.0.0.1", port=port, config=config)
+    except OSError as error:  # the port is taken, or below 1024 without the right
+        _fail(
+            f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}; pass --port a free port"
+        )
 
 
 from flows.cli_analysis import register as _register_analysis  # noqa: E402

@@ -11,6 +11,8 @@ from typing import Annotated, Any, cast
 import typer
 from rich.console import Console
 
+from flows import output
+
 console = Console()
 err = Console(stderr=True)
 
@@ -21,17 +23,27 @@ DbOption = Annotated[
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    output.print_error(err, message)
     raise typer.Exit(code=code)
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
-    from flows import output
+def _check_store(db: str | None) -> None:
+    """Refuse a store the flow cannot use before Prefect starts: inside the flow the same
+    error would arrive with Prefect's traceback (and, for regression, as exit code 1)."""
+    from storage.connection import StoreError
+    from storage.store import Store
 
     try:
+        Store(db).migrate()
+    except StoreError as error:
+        _fail(str(error))
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    try:
         output.print_run_summary(console, summary)
-    except Exception:  # the summary printer expects evaluate's keys; show them plainly
-        console.print(summary)
+    except KeyError:  # the summary printer expects evaluate's keys; show them plainly
+        console.print(output.plain(output.dump_json(summary)))
 
 
 def regression_command(
@@ -45,20 +57,23 @@ def regression_command(
         str, typer.Option(help="'last' (last successful run of the suite) or a run id.")
     ] = "last",
     quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    # Scores are shares in [0, 1], so are their changes; alpha runs from -1 to 1.
     max_mean_increase: Annotated[
-        float, typer.Option(help="Largest allowed rise of the mean consensus score.")
+        float,
+        typer.Option(min=0.0, max=1.0, help="Largest allowed rise of the mean consensus score."),
     ] = 0.05,
     max_flips_to_hallucinated: Annotated[
-        int, typer.Option(help="Largest allowed number of clean → hallucinated flips.")
+        int, typer.Option(min=0, help="Largest allowed number of clean → hallucinated flips.")
     ] = 3,
     max_judge_drift: Annotated[
-        float, typer.Option(help="Largest allowed |mean score change| of any judge.")
+        float,
+        typer.Option(min=0.0, max=1.0, help="Largest allowed |mean score change| of any judge."),
     ] = 0.1,
     max_agreement_drop: Annotated[
-        float, typer.Option(help="Largest allowed fall of Krippendorff's alpha.")
+        float, typer.Option(min=0.0, max=2.0, help="Largest allowed fall of Krippendorff's alpha.")
     ] = 0.1,
     p_value_alpha: Annotated[
-        float, typer.Option(help="Significance level of the paired test.")
+        float, typer.Option(min=0.0, max=1.0, help="Significance level of the paired test.")
     ] = 0.05,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
 ) -> None:
@@ -69,6 +84,7 @@ def regression_command(
     if quorum is not None and quorum < 1:
         _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
         return
+    _check_store(db)
     quiet_prefect_logging()
     try:
         state: Any = asyncio.run(
@@ -95,22 +111,27 @@ def regression_command(
         _fail(str(error))
         return
     if state.is_failed():
-        err.print(f"[bold red]{state.message}[/]")
+        err.print(output.plain(state.message, "bold red"), soft_wrap=True)
         raise typer.Exit(code=1)
     if not state.is_completed():
         _fail(f"the regression flow ended {state.type.value}: {state.message}")
     result = state.result()
-    console.print(f"run {result['run_id']} (suite {result['suite']}): {result['message']}")
+    console.print(
+        output.plain(f"run {result['run_id']} (suite {result['suite']}): {result['message']}"),
+        soft_wrap=True,
+    )
 
 
 def reaggregate_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run whose judgments to reuse.")],
     quorum: Annotated[
-        int | None, typer.Option(help="Judges that must answer (default: the run's).")
+        int | None, typer.Option(min=1, help="Judges that must answer (default: the run's).")
     ] = None,
     min_votes: Annotated[
         int | None,
-        typer.Option(help="Judges that must mark a character (--consensus spans=at_least:K)."),
+        typer.Option(
+            min=1, help="Judges that must mark a character (--consensus spans=at_least:K)."
+        ),
     ] = None,
     consensus: Annotated[
         list[str] | None,
@@ -130,6 +151,7 @@ def reaggregate_command(
     from flows.prefect_env import quiet_prefect_logging
     from flows.reaggregate import reaggregate
 
+    _check_store(db)
     quiet_prefect_logging()
     try:
         summary = asyncio.run(
@@ -146,8 +168,11 @@ def reaggregate_command(
         _fail(str(error))
         return
     console.print(
-        f"run {summary['run_id']} re-aggregates {summary['parent_run_id']} "
-        f"(quorum {summary['quorum']}; {summary['consensus']})"
+        output.plain(
+            f"run {summary['run_id']} re-aggregates {summary['parent_run_id']} "
+            f"(quorum {summary['quorum']}; {summary['consensus']})"
+        ),
+        soft_wrap=True,
     )
     _print_summary(summary)
 
@@ -159,16 +184,18 @@ def report_command(
     output_path: Annotated[
         str, typer.Option("--output", "-o", help="HTML file to write.")
     ] = "report.html",
-    top: Annotated[int, typer.Option(help="Disputed items to show.")] = 15,
+    top: Annotated[int, typer.Option(min=1, max=10_000, help="Disputed items to show.")] = 15,
     db: DbOption = None,
 ) -> None:
     """Write a self-contained HTML report of RUN (no script, no network)."""
     from flows.report import write_report
     from storage.connection import StoreError
+    from storage.paths import writable_file
     from storage.store import Store
 
     store = Store(db)
     try:
+        writable_file(output_path, "--output")  # before the report is made, not after
         chosen = run_id or store.latest_run_id()
         if chosen is None:
             _fail(f"no run in {store.path}; run `juryflow run` first")
@@ -177,7 +204,7 @@ def report_command(
     except (StoreError, ValueError) as error:
         _fail(str(error))
         return
-    console.print(f"report of run {chosen} written to {path}")
+    console.print(output.plain(f"report of run {chosen} written to {path}"), soft_wrap=True)
 
 
 def serve_command(

@@ -4,28 +4,68 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Iterator
+import signal
+import threading
+from collections.abc import Awaitable, Iterable, Iterator
 from itertools import islice
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger
 from prefect.futures import PrefectFuture
 from prefect.runtime import flow_run
+from prefect.states import Cancelled
 
 from flows import progress
+from flows.interrupts import (
+    EXIT_CODES,
+    InterruptedRun,
+    Interruption,
+    InterruptWatch,
+    record,
+    resume_hint,
+)
+from flows.prefect_env import quiet_stopped_run
 from flows.run_setup import RunPlan, plan_run
 from flows.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
 from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
+from storage.connection import Patience, StoreError, patient_waits
 from storage.datasets import DEFAULT_MAX_CHARS, RowError, count_rows, read_items
 from storage.journal import Journal, journal_path
+
+T = TypeVar("T")
+
+FLUSH_WAIT_SECONDS = 10.0
+"""How long an interrupted run waits for a store another process holds before leaving its
+last judgments to the journal (and ``--resume``): the user asked it to stop."""
 
 
 def _chunks(rows: Iterable[Item | RowError], size: int) -> Iterator[list[Item | RowError]]:
     iterator = iter(rows)
     while batch := list(islice(iterator, size)):
         yield batch
+
+
+async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
+    """Await a write running in a thread to its end, even when cancelled meanwhile.
+
+    A thread cannot be stopped; were its task to give up waiting, the run could be marked
+    finished while the write still lands. The cancellation is passed on afterwards.
+    """
+    future = asyncio.ensure_future(work)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            cancelled = True
+    result = future.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 class ChunkRunner:
@@ -40,6 +80,8 @@ class ChunkRunner:
         self.write_lock = asyncio.Lock()
         self.done_pairs: set[tuple[str, str]] = set()
         self.done_consensus: set[str] = set()
+        self.in_flight: dict[int, list[Item]] = {}
+        self.closed = False
         self.stored: dict[str, list[Judgment]] = {}
         self.replayed: dict[str, list[Judgment]] = {}
         # A rule that weighs judges by a reliability fitted over the whole run cannot be
@@ -100,7 +142,14 @@ class ChunkRunner:
                     "PrefectFuture[JudgedChunk]",
                     judge_chunk.submit(spec, prices, todo, index, journal),
                 )
-                fresh = list((await asyncio.to_thread(future.result)).judgments)
+                try:
+                    fresh = list((await asyncio.to_thread(future.result)).judgments)
+                except asyncio.CancelledError:
+                    # The run is stopping: the chunk must not go on calling on its worker.
+                    cancel = getattr(getattr(future, "wrapped_future", None), "cancel", None)
+                    if cancel is not None:
+                        cancel()
+                    raise
             else:
                 fresh = list((await judge_chunk(spec, prices, todo, index, journal)).judgments)
         new = cached + fresh
@@ -108,6 +157,7 @@ class ChunkRunner:
         return new
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
+        self.in_flight[index] = items
         results = await asyncio.gather(
             *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
         )
@@ -132,15 +182,48 @@ class ChunkRunner:
             if item.item_id not in self.done_consensus
         ]
         async with self.write_lock:
-            await asyncio.to_thread(
-                self.plan.store.write_chunk, self.plan.run_id, items, new, consensus
+            if self.closed:
+                return 0  # the run has ended: its status row is final, nothing lands after it
+            await _finish_even_if_cancelled(
+                asyncio.to_thread(
+                    self.plan.store.write_chunk, self.plan.run_id, items, new, consensus
+                )
             )
+            del self.in_flight[index]
         progress.report("items_done", len(items))
         return len(items)
 
+    async def close(self) -> None:
+        """No chunk writes after this returns (a write in progress finishes first)."""
+        async with self.write_lock:
+            self.closed = True
 
-async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int) -> list[RowError]:
-    runner = ChunkRunner(plan, distributed)
+    def flush_completed(self) -> int:
+        """Store what the chunks in flight had completed when the run stopped.
+
+        Their judgments are in the journal (every call is journaled as it completes); they
+        go to the store with their items but without consensus, which ``--resume`` makes
+        once the item has all its judgments. Returns the judgments stored.
+        """
+        items = {item.item_id: item for chunk in self.in_flight.values() for item in chunk}
+        if not items:
+            return 0
+        stored = self.plan.store.judged_pairs(self.plan.run_id)
+        completed = [
+            j
+            for j in self.journal.replay()
+            if j.item_id in items and (j.item_id, j.judge_id) not in stored
+        ]
+        if completed:
+            judged = {j.item_id for j in completed}
+            self.plan.store.write_chunk(
+                self.plan.run_id, [i for i in items.values() if i.item_id in judged], completed, []
+            )
+        return len(completed)
+
+
+async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowError]:
+    plan = runner.plan
     total = count_rows(plan.dataset)
     if total is not None:
         progress.report("total", total)
@@ -157,23 +240,107 @@ async def judge_dataset(plan: RunPlan, distributed: bool, chunks_in_flight: int)
         finally:
             slots.release()
 
-    for index, batch in enumerate(_chunks(rows, plan.chunk_size)):
-        items = [row for row in batch if isinstance(row, Item)]
-        errors.extend(row for row in batch if isinstance(row, RowError))
-        await slots.acquire()
-        pending.add(asyncio.create_task(guarded(items, index)))
-        finished = {t for t in pending if t.done()}
-        for task in finished:
-            task.result()
-        pending -= finished
-    await asyncio.gather(*pending)
+    try:
+        for index, batch in enumerate(_chunks(rows, plan.chunk_size)):
+            items = [row for row in batch if isinstance(row, Item)]
+            errors.extend(row for row in batch if isinstance(row, RowError))
+            await slots.acquire()
+            pending.add(asyncio.create_task(guarded(items, index)))
+            finished = {t for t in pending if t.done()}
+            pending -= finished
+            for task in finished:
+                task.result()
+        await asyncio.gather(*pending)
+    except BaseException:
+        # Stopped or failed: no chunk may go on calling models (or writing) behind the
+        # run's back once its status is set, so every one is cancelled and awaited here.
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        raise
     if plan.rule.needs_fit:
         from flows.reaggregate import refit_run_consensus
 
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
-    plan.store.insert_row_errors(plan.run_id, errors)
+    await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
     runner.journal.remove()
     return errors
+
+
+def _on_stop(patience: Patience) -> None:
+    """At the first request to stop: end the run's waits for the store, quiet Prefect's
+    reports of the tasks about to be cancelled on purpose."""
+    patience.stop.set()
+    quiet_stopped_run()
+
+
+async def _mark_ended(
+    plan: RunPlan,
+    runner: ChunkRunner,
+    patience: Patience,
+    status: str,
+    error: BaseException,
+) -> None:
+    """The run ended by an error (``failed``) or a signal Prefect raised (``interrupted``)."""
+    await runner.close()
+    await close_judges()
+    # The message may quote a URL, header or key (SDK and HTTP errors do); runs.error is kept.
+    from judges.redact import redact_text
+
+    message = redact_text(f"{type(error).__name__}: {error}")
+    patience.stop.clear()  # an interruption may have ended the waits; this one must land
+    plan.store.finish_run(plan.run_id, status, message)
+    if status == "interrupted":
+        # Prefect raised it (its SIGTERM bridge) or asyncio did (Ctrl-C before the watch)
+        signum = signal.SIGTERM if type(error).__name__ == "TerminationSignal" else signal.SIGINT
+        hint = resume_hint(plan.run_id, str(plan.store.path))
+        record(
+            InterruptedRun(
+                plan.run_id,
+                Interruption(signum.name, EXIT_CODES[signum]),
+                f"juryflow: run {plan.run_id} interrupted ({signum.name}). Continue it with: "
+                f"{hint}",
+            )
+        )
+
+
+async def _stop_interrupted(
+    plan: RunPlan, runner: ChunkRunner, interruption: Interruption
+) -> InterruptedRun:
+    """Store what completed, mark the run interrupted, and say how to resume."""
+    await runner.close()
+    await close_judges()
+    hint = resume_hint(plan.run_id, str(plan.store.path))
+    # The user asked to stop: a store another process holds gets a short wait, not an
+    # endless one; what cannot be stored now is in the journal, for --resume.
+    bounded = Patience(stop=threading.Event())
+    timer = threading.Timer(FLUSH_WAIT_SECONDS, bounded.stop.set)
+    timer.start()
+    try:
+        with patient_waits(bounded):
+            flushed = await asyncio.to_thread(runner.flush_completed)
+            await asyncio.to_thread(
+                plan.store.finish_run,
+                plan.run_id,
+                "interrupted",
+                f"interrupted by {interruption.cause}",
+            )
+            judged = await asyncio.to_thread(plan.store.judged_pairs, plan.run_id)
+    except StoreError as error:
+        message = (
+            f"juryflow: run {plan.run_id} was interrupted ({interruption.cause}) but could not "
+            f"be marked so: {error}. Its completed judgments are in its journal; "
+            f"continue it with: {hint}"
+        )
+    else:
+        message = (
+            f"juryflow: run {plan.run_id} interrupted ({interruption.cause}): "
+            f"{len(judged)} judgments stored ({flushed} of them from unfinished chunks). "
+            f"Continue it with: {hint}"
+        )
+    finally:
+        timer.cancel()
+    return InterruptedRun(plan.run_id, interruption, message)
 
 
 @flow(name="evaluate", log_prints=True)
@@ -194,43 +361,67 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
     logger = get_run_logger()
-    plan = plan_run(
-        dataset=dataset,
-        panel=panel,
-        db=db,
-        resume=resume,
-        suite=suite,
-        chunk_size=chunk_size,
-        quorum=quorum,
-        mapping=mapping,
-        use_cache=use_cache,
-        max_chars=max_chars,
-        flow_run_id=str(flow_run.get_id() or "") or None,
-        calibration=calibration,
-    )
-    logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
-    try:
-        await judge_dataset(plan, distributed, chunks_in_flight)
-    except BaseException as error:
-        await close_judges()
-        plan.store.finish_run(plan.run_id, "failed", f"{type(error).__name__}: {error}")
-        raise
-    await close_judges()
-    plan.store.finish_run(plan.run_id, "completed")
-    from flows.analysis import record_reliability  # the store holds what the report shows
+    flow_run_id = str(flow_run.get_id() or "") or None
+    # The run's own store waits have no deadline (a long reader must not fail it); an
+    # interruption ends them.
+    patience = Patience()
+    with patient_waits(patience):
+        plan = plan_run(
+            dataset=dataset,
+            panel=panel,
+            db=db,
+            resume=resume,
+            suite=suite,
+            chunk_size=chunk_size,
+            quorum=quorum,
+            mapping=mapping,
+            use_cache=use_cache,
+            max_chars=max_chars,
+            flow_run_id=flow_run_id,
+            calibration=calibration,
+        )
+        logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
+        runner = ChunkRunner(plan, distributed)
+        async with InterruptWatch(flow_run_id, on_trigger=lambda: _on_stop(patience)) as watch:
+            watch.force_message = (
+                f"juryflow: stopping at once; run {plan.run_id}'s completed judgments are in "
+                f"its journal: {resume_hint(plan.run_id, str(plan.store.path))}"
+            )
+            try:
+                await watch.run(judge_dataset(runner, chunks_in_flight))
+            except Exception as error:
+                if watch.interruption is None:
+                    await _mark_ended(plan, runner, patience, "failed", error)
+                    raise
+                # A stop was requested: what the work raised on its way out (a write that
+                # stopped waiting for the store) is part of stopping.
+            except BaseException as error:
+                await _mark_ended(plan, runner, patience, "interrupted", error)
+                raise
+            if watch.interruption is not None:
+                stopped = await _stop_interrupted(plan, runner, watch.interruption)
+                logger.info(stopped.message)
+                record(stopped)
+                # A State returned by a flow becomes its final state: Cancelled, not Failed;
+                # calling the flow then raises CancelledRun (the command line's cue).
+                return cast("dict[str, Any]", Cancelled(message=stopped.message))
+            await runner.close()
+            await close_judges()
+            plan.store.finish_run(plan.run_id, "completed")
+        from flows.analysis import record_reliability  # the store holds what the report shows
 
-    await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
-    summary = plan.store.run_summary(plan.run_id)
-    summary.update(
-        run_id=plan.run_id,
-        db=str(plan.store.path),
-        dataset=str(plan.dataset),
-        rejected=[
-            {"row": e.row_number, "item_id": e.item_id, "error": e.error}
-            for e in plan.store.row_errors(plan.run_id)
-        ],
-    )
-    from flows.artifacts import publish_run_artifacts  # never fails the run
+        await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
+        summary = plan.store.run_summary(plan.run_id)
+        summary.update(
+            run_id=plan.run_id,
+            db=str(plan.store.path),
+            dataset=str(plan.dataset),
+            rejected=[
+                {"row": e.row_number, "item_id": e.item_id, "error": e.error}
+                for e in plan.store.row_errors(plan.run_id)
+            ],
+        )
+        from flows.artifacts import publish_run_artifacts  # never fails the run
 
-    await publish_run_artifacts(plan.store, plan.run_id)
+        await publish_run_artifacts(plan.store, plan.run_id)
     return summary

@@ -54,3 +54,13 @@ def quiet_prefect_logging(verbose: bool = False) -> None:
     # WARNING while the ephemeral server shuts down: neither is about the run.
     logging.getLogger("prefect").setLevel(logging.ERROR)
     logging.getLogger("prefect.EventsWorker").setLevel(logging.ERROR)
+
+
+def quiet_stopped_run() -> None:
+    """When a run is stopped on request, Prefect reports each task cancelled on purpose as
+    "Crash detected!" and the flow as an error; in quiet mode juryflow's own message says
+    what happened and how to resume, so those lines are held back. --verbose keeps them."""
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() >= logging.WARNING:
+            logger.setLevel(logging.CRITICAL)

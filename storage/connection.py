@@ -4,16 +4,24 @@ DuckDB lets one process at a time open a file for writing. Runs therefore hold t
 for the few milliseconds of each write, so that a second run or a ``juryflow sql`` reader
 gets its turn; whoever finds the file locked waits with backoff and, past the deadline,
 gets a :class:`StoreLockedError` that says what to do.
+
+A run's own writes are the exception (:func:`patient_waits`): a reader must never make a
+run fail, and the run's journal keeps every result meanwhile, so they wait past the
+deadline, saying on stderr who holds the file, until it is free or the run is stopped.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -21,6 +29,8 @@ import duckdb
 DEFAULT_DB = "juryflow.duckdb"
 DB_ENV = "JURYFLOW_DB"
 LOCK_WAIT_SECONDS = 60.0
+LOCK_WAIT_ENV = "JURYFLOW_LOCK_WAIT_SECONDS"
+LOCK_NOTICE_SECONDS = 30.0
 MEMORY_LIMIT_ENV = "JURYFLOW_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "256MB"
 
@@ -41,6 +51,80 @@ class StoreError(RuntimeError):
 
 class StoreLockedError(StoreError):
     pass
+
+
+def lock_wait_seconds() -> float:
+    """How long a connection waits for a locked file: ``$JURYFLOW_LOCK_WAIT_SECONDS`` or 60."""
+    raw = os.environ.get(LOCK_WAIT_ENV)
+    if raw is None:
+        return LOCK_WAIT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise StoreError(
+            f"{LOCK_WAIT_ENV}={raw!r} is not a number of seconds; set it to e.g. 60"
+        ) from None
+    if not seconds >= 0:  # also refuses NaN
+        raise StoreError(f"{LOCK_WAIT_ENV}={raw!r} is negative; set it to e.g. 60")
+    return seconds
+
+
+def _notify_stderr(message: str) -> None:
+    # Not print(): a Prefect flow with log_prints turns it into a log record, which quiet
+    # mode drops.
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """How a run's connections wait for a file another process holds: without a deadline.
+
+    ``stop`` ends the wait (the run is being interrupted: it must not hang on a reader);
+    the connection then raises :class:`StoreLockedError`.
+    """
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    notice_every: float = LOCK_NOTICE_SECONDS
+    notify: Callable[[str], None] = _notify_stderr
+
+
+_patience: ContextVar[Patience | None] = ContextVar("juryflow_store_patience", default=None)
+
+
+@contextmanager
+def patient_waits(patience: Patience) -> Iterator[Patience]:
+    """Within the block (and threads started from it), connections wait without a deadline."""
+    token = _patience.set(patience)
+    try:
+        yield patience
+    finally:
+        _patience.reset(token)
+
+
+_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def lock_holder(error: duckdb.Error) -> str:
+    """Who holds the file, from DuckDB's message: "PID 123 (juryflow sql ...)" if known."""
+    found = _HOLDER_PID.search(str(error))
+    if found is None:
+        return "another process"
+    pid = found.group(1)
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return f"PID {pid}"
+    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+    # `python -m flows.cli sql ...` and `.venv/bin/juryflow sql ...` both read as juryflow
+    for index, word in enumerate(words):
+        if word.endswith(("juryflow", "flows.cli")):
+            words = ["juryflow", *words[index + 1 :]]
+            break
+    command = " ".join(" ".join(words).split())  # `python -c` scripts span lines
+    if len(command) > 70:
+        command = command[:67] + "..."
+    return f"PID {pid} ({command})" if command else f"PID {pid}"
 
 
 class StoreMissingError(StoreError):
@@ -66,33 +150,66 @@ _PROCESS_LOCK = threading.RLock()
 
 @contextmanager
 def connect(
-    path: Path, *, read_only: bool = False, lock_wait: float = LOCK_WAIT_SECONDS
+    path: Path, *, read_only: bool = False, lock_wait: float | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to ``path``, waiting ``lock_wait`` seconds (default
+    :func:`lock_wait_seconds`) for a file another process holds, or without a deadline
+    inside :func:`patient_waits`."""
     if read_only and not path.exists():
         raise StoreMissingError(
             f"no juryflow store at {path}; run `juryflow run` first or pass --db PATH"
         )
-    with _PROCESS_LOCK, _open(path, read_only, lock_wait) as con:
+    # DuckDB creates the file and re-creates its .wal at every checkpoint: owner-only both.
+    from storage.files import private_files
+
+    wait = lock_wait_seconds() if lock_wait is None else lock_wait
+    with _PROCESS_LOCK, private_files(), _open(path, read_only, wait, _patience.get()) as con:
         yield con
 
 
 @contextmanager
-def _open(path: Path, read_only: bool, lock_wait: float) -> Iterator[duckdb.DuckDBPyConnection]:
-    deadline = time.monotonic() + lock_wait
+def _open(
+    path: Path, read_only: bool, lock_wait: float, patience: Patience | None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    # Before DuckDB sees the file: it would answer an SQLite file with an extension download.
+    from storage.duckdb_file import NOT_DUCKDB, not_duckdb
+
+    if (problem := not_duckdb(path)) is not None:
+        raise StoreError(problem)
+    started = time.monotonic()
+    next_notice = started + lock_wait
     delay = 0.02
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
             break
         except duckdb.IOException as error:
+            if "not a valid DuckDB database file" in str(error):  # an empty file, say
+                raise StoreError(NOT_DUCKDB.format(path=path)) from None
             if not _is_lock_error(error):
                 raise StoreError(f"cannot open the store {path}: {error}") from None
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if patience is None and now >= next_notice:
                 raise StoreLockedError(
-                    f"the store {path} stayed locked by another process for {lock_wait:.0f} s; "
-                    "wait for the other run to finish, or use another file with --db"
+                    f"the store {path} stayed locked by {lock_holder(error)} for "
+                    f"{lock_wait:.0f} s; wait for it to finish, or use another file with --db"
                 ) from None
-            time.sleep(delay * (0.5 + random.random()))
+            if patience is not None and patience.stop.is_set():
+                raise StoreLockedError(
+                    f"stopped waiting for the store {path}, locked by {lock_holder(error)}"
+                ) from None
+            if patience is not None and now >= next_notice:
+                patience.notify(
+                    f"juryflow: waiting for the store {path}: {lock_holder(error)} has held "
+                    f"it for {now - started:.0f} s; the run goes on when it is free "
+                    "(its results are safe in the run's journal)"
+                )
+                next_notice = now + patience.notice_every
+            pause = delay * (0.5 + random.random())
+            if patience is not None:
+                patience.stop.wait(pause)
+            else:
+                time.sleep(pause)
             delay = min(delay * 2, 1.0)
     try:
         yield con

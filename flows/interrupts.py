@@ -1,0 +1,187 @@
+"""Stopping a run on request: Ctrl-C, SIGTERM, or a cancellation in Prefect.
+
+Any of the three sets one flag that the flow acts on: it stops issuing calls, lets the
+writes in progress finish, stores what completed, marks the run ``interrupted`` and says
+how to resume. A second Ctrl-C or SIGTERM leaves at once: the journal holds every completed
+judgment, and ``--resume`` stores it.
+
+Prefect installs its own SIGTERM handler for a flow run; it raises wherever the main thread
+happens to be, which tears the event loop down mid-write. While the run is judging, this
+module's handlers (on the event loop, so they only set the flag) take its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, TypeVar
+from uuid import UUID
+
+T = TypeVar("T")
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+PREFECT_CANCEL_EXIT_CODE = 143
+"""A cancellation in Prefect ends like the SIGTERM a Prefect worker sends to cancel."""
+CANCEL_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    cause: str
+    """"SIGINT", "SIGTERM" or "cancelled in Prefect"."""
+    exit_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptedRun:
+    """What the command line reports about a run that was stopped on request."""
+
+    run_id: str | None
+    interruption: Interruption
+    message: str
+
+
+class RunInterrupted(Exception):
+    """Raised to the command line: print the message, exit with the code (130, 143)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+_outcomes: list[InterruptedRun] = []
+
+
+def record(outcome: InterruptedRun) -> None:
+    """Leave the outcome for the command line (the flow's return value is Prefect's)."""
+    _outcomes.append(outcome)
+
+
+def take() -> InterruptedRun | None:
+    """The last interrupted run of this process, once."""
+    found = _outcomes[-1] if _outcomes else None
+    _outcomes.clear()
+    return found
+
+
+def resume_hint(run_id: str, db: str) -> str:
+    return f"juryflow run --resume {run_id} --db {db}"
+
+
+_Handler = Any  # what signal.getsignal returns: a callable, an int, or None
+
+
+class InterruptWatch:
+    """Watches for the three requests to stop while a run judges; ``triggered`` is the flag.
+
+    Use as ``async with InterruptWatch(flow_run_id) as watch``; ``await watch.run(work)``
+    runs the work until it ends or a stop is requested (then it is cancelled, and awaited).
+    """
+
+    def __init__(
+        self,
+        flow_run_id: str | None,
+        on_trigger: Callable[[], None] | None = None,
+        poll_seconds: float = CANCEL_POLL_SECONDS,
+    ) -> None:
+        self.flow_run_id = flow_run_id
+        self.on_trigger = on_trigger
+        """Called once, at the first request (e.g. to end the run's waits for the store)."""
+        self.poll_seconds = poll_seconds
+        self.triggered = asyncio.Event()
+        self.interruption: Interruption | None = None
+        self.force_message = "juryflow: stopping at once"
+        self._saved: dict[signal.Signals, _Handler] = {}
+        self._poller: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> InterruptWatch:
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():
+            for signum in EXIT_CODES:
+                self._saved[signum] = signal.getsignal(signum)
+                loop.add_signal_handler(signum, self._on_signal, signum)
+        if self.flow_run_id:
+            self._poller = asyncio.create_task(self._watch_prefect(UUID(self.flow_run_id)))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.wait({self._poller})
+            if not self._poller.cancelled() and self._poller.exception() is not None:
+                # Watching Prefect is a courtesy: losing it must not fail a finished run.
+                logging.getLogger(__name__).debug(
+                    "the watch for cancellation in Prefect ended", exc_info=self._poller.exception()
+                )
+        loop = asyncio.get_running_loop()
+        for signum, previous in self._saved.items():
+            loop.remove_signal_handler(signum)
+            if previous is not None:
+                signal.signal(signum, previous)
+        self._saved.clear()
+
+    def trigger(self, interruption: Interruption) -> None:
+        if self.interruption is None:
+            self.interruption = interruption
+            self.triggered.set()
+            if self.on_trigger is not None:
+                self.on_trigger()
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self.interruption is not None:
+            # A second request: the user wants out now. Every completed judgment is in the
+            # journal already; the owned Prefect server dies with this process.
+            # (not print(): in a flow with log_prints it would become a dropped log record)
+            sys.stderr.write(self.force_message + "\n")
+            sys.stderr.flush()
+            os._exit(EXIT_CODES[signum])
+        self.trigger(Interruption(signum.name, EXIT_CODES[signum]))
+
+    async def _watch_prefect(self, flow_run_id: UUID) -> None:
+        """Poll the flow run's state: a cancellation in the UI or API sets Cancelling."""
+        import httpx
+        from prefect.client.orchestration import get_client
+        from prefect.exceptions import ObjectNotFound
+
+        async with get_client() as client:
+            while not self.triggered.is_set():
+                await asyncio.sleep(self.poll_seconds)
+                try:
+                    state = (await client.read_flow_run(flow_run_id)).state
+                except (httpx.HTTPError, ObjectNotFound):
+                    continue  # the server is busy or restarting: look again next time
+                if state is not None and (state.is_cancelling() or state.is_cancelled()):
+                    self.trigger(Interruption("cancelled in Prefect", PREFECT_CANCEL_EXIT_CODE))
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """The work's result, or None if a stop was requested first (the work is cancelled
+        and awaited, so that nothing it started is still running)."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self.triggered.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+                # The work's own cleanup (cancelling its chunks, finishing a write) runs
+                # now; its CancelledError is the expected end.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            return None
+        return task.result()
+
+
+def raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Outside the judging itself (Prefect starting or ending), SIGTERM ends like Ctrl-C."""
+    raise SystemExit(EXIT_CODES[signal.SIGTERM])
