@@ -80,7 +80,7 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB."""
-    from rich.markup import escape
+    from rich.text import Text
 
     from flows.interrupts import RunInterrupted
     from flows.run_setup import preflight, preflight_resume
@@ -95,9 +95,9 @@ def run(
             _refuse_settings_on_resume(quorum=quorum, calibration=calibration)
             warnings = preflight_resume(db, resume)
         else:
-            warnings = preflight(dataset, panel, mapping, quorum, db=db)
+            warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
         for warning in warnings:
-            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+            err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
         summary = run_evaluation(
             console,
             dict(
@@ -118,7 +118,7 @@ def run(
     except RunInterrupted as stopped:
         # Ctrl-C, SIGTERM or a cancellation in Prefect: the run is marked interrupted and
         # the message says how to resume it.
-        err.print(stopped.message, markup=False, highlight=False, soft_wrap=True)
+        err.print(output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=stopped.exit_code) from None
     except (DatasetError, PanelError, ValueError, RuntimeError) as error:
         _fail(str(error))

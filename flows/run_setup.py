@@ -122,9 +122,11 @@ def preflight(
     mapping: dict[str, str] | None,
     quorum: int | None = None,
     db: str | None = None,
+    calibration: str | None = None,
 ) -> list[str]:
     """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
-    and the store (created or brought to the latest schema). Returns warnings to show."""
+    the store (created or brought to the latest schema) and the named calibration.
+    Returns warnings to show."""
     from storage.datasets import dataset_columns, resolve_columns
 
     panel_spec = load_panel(panel)
@@ -146,7 +148,9 @@ def preflight(
         resumed=False,
     )
     resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
-    Store(db).migrate()
+    store = Store(db)
+    store.migrate()
+    consensus_rule_for(store, panel_spec, calibration)
     return []
 
 

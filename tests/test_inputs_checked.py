@@ -201,3 +201,13 @@ def test_a_run_from_before_fingerprints_resumes_with_a_warning(
     result = runner.invoke(app, ["run", "--resume", run_id, "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "cannot tell" in result.output
+
+
+def test_an_unknown_calibration_is_one_line_before_any_run(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    result = runner.invoke(app, ["run", str(SAMPLE), "--calibration", "nope", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "no calibration 'nope'" in text and "juryflow calibrate" in text
+    assert "Traceback" not in result.output
+    assert Store(db).query("SELECT count(*) FROM runs")[1] == [(0,)]
