@@ -24,6 +24,7 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
+from flows.cli_runs import resolve_or_exit
 from flows.output import dump_json, plain, print_error, safe_text
 
 console = Console()
@@ -270,6 +271,7 @@ def agreement(
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
+    run = resolve_or_exit(db, run)
     report = _load(lambda: agreement_report(Store(db), run))
     if format_ == "json":
         _print_json(report.model_dump(mode="json"))
@@ -379,6 +381,7 @@ def disagreements_command(
         _fail("--format must be table or json")
     if top < 1:
         _fail("--top must be at least 1")
+    run = resolve_or_exit(db, run)
     items = _load(lambda: disagreements(Store(db), run, top))
     if format_ == "json":
         _print_json([i.model_dump(mode="json") for i in items])
@@ -427,6 +430,7 @@ def calibrate_command(
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
+    run_id = resolve_or_exit(db, run_id)
     result, record = _load(
         lambda: run_calibration(Store(db), run_id, name, folds, seed, group)
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -154,11 +155,70 @@ def preflight(
     return []
 
 
-def preflight_resume(db: str | None, run_id: str) -> list[str]:
-    """What ``_resume_plan`` checks, before Prefect starts; returns warnings to show."""
+@dataclass(frozen=True, slots=True)
+class ResumeRequest:
+    """The options a command line gave beside ``--resume``; None (False) = not given."""
+
+    dataset: str | None = None
+    panel: str | None = None
+    mapping: dict[str, str] | None = None
+    chunk_size: int | None = None
+    max_chars: int | None = None
+    no_cache: bool = False
+    suite: str | None = None
+
+
+def _as_stored(value: Any) -> Any:
+    """``value`` as it reads back from the runs table (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
+    """The given options that differ from what ``run`` started with, each with the run's.
+
+    A resumed run takes its options from the store; one given differently would be
+    silently ignored, so it is named instead. Repeating the run's own value is fine.
+    """
+    stored = run.parameters or {}
+    found: list[str] = []
+
+    def differs(option: str, value: object, kept: object) -> None:
+        if value is not None and kept is not None and value != kept:
+            found.append(f"{option} {value} (the run's: {kept})")
+
+    if (
+        given.dataset is not None
+        and run.dataset is not None
+        and Path(given.dataset).resolve() != Path(run.dataset)
+    ):
+        found.append(f"DATASET {given.dataset} (the run read {run.dataset})")
+    if given.panel is not None and _as_stored(load_panel(given.panel).public_dict()) != run.panel:
+        found.append(f"--panel {given.panel} (the run's panel {run.panel_name} differs)")
+    if given.mapping is not None and given.mapping != dict(stored.get("mapping") or {}):
+        kept = " ".join(f"{k}={v}" for k, v in (stored.get("mapping") or {}).items()) or "none"
+        found.append(f"--map {' '.join(f'{k}={v}' for k, v in given.mapping.items())} "
+                     f"(the run's: {kept})")  # fmt: skip
+    differs("--chunk-size", given.chunk_size, stored.get("chunk_size"))
+    differs("--max-chars", given.max_chars, stored.get("max_chars"))
+    differs("--suite", given.suite, run.suite)
+    if given.no_cache and stored.get("use_cache", True):
+        found.append("--no-cache (the run uses the cache)")
+    return found
+
+
+def preflight_resume(db: str | None, run_id: str, given: ResumeRequest | None = None) -> list[str]:
+    """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
+    starts; returns warnings to show."""
     store = Store(db)
     store.migrate()
-    return _resumable(store, run_id)[2]
+    run, _, warnings = _resumable(store, run_id)
+    conflicts = resume_conflicts(run, given or ResumeRequest())
+    if conflicts:
+        raise RunSetupError(
+            f"--resume {run_id} continues the run with the options it started with; "
+            f"drop {'; '.join(conflicts)} (or start a new run without --resume)"
+        )
+    return warnings
 
 
 def plan_run(
@@ -273,7 +333,8 @@ def _resume_plan(
         # The recorded chunk size keeps chunk boundaries, and so task names, as they were.
         chunk_size=int(parameters.get("chunk_size") or chunk_size),
         max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
-        use_cache=use_cache,
+        # The run's own choice: --no-cache on a resume is refused, not half applied.
+        use_cache=bool(parameters.get("use_cache", use_cache)),
         resumed=True,
         # The rule the run started with, so resumed chunks agree with the stored ones.
         rule=(

@@ -1,0 +1,147 @@
+"""Questions about whole runs: which runs there are, which run a typed id means, and every
+item of a run with its judgments and consensus as one exportable table.
+
+Bound parameters only: run ids, statuses and output paths never become SQL text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from storage.store import Store
+
+SHOWN_CANDIDATES = 5
+
+
+class RunIdError(ValueError):
+    """The text names no run, or more than one; the message says what to type instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunListing:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+RUNS_SQL = """
+WITH i AS (SELECT run_id, count(*) AS items FROM items GROUP BY run_id),
+     j AS (
+        SELECT run_id, count(*) AS judgments, count(*) - count(score) AS unscored,
+               sum(cost_usd) AS cost_usd
+        FROM judgments GROUP BY run_id
+     )
+SELECT r.run_id, r.status, r.kind, r.panel_name AS panel, r.dataset,
+       coalesce(i.items, 0) AS items, coalesce(j.judgments, 0) AS judgments,
+       coalesce(j.unscored, 0) AS unscored, j.cost_usd, r.started_at,
+       -- a run still going counts until now, so a stuck one shows how long it has hung
+       epoch(coalesce(r.finished_at, now()) - r.started_at) AS duration_s
+FROM runs r LEFT JOIN i USING (run_id) LEFT JOIN j USING (run_id)
+WHERE ($status IS NULL OR r.status = $status)
+ORDER BY r.started_at DESC, r.run_id DESC
+LIMIT $limit
+"""
+
+
+def list_runs(store: Store, *, limit: int, status: str | None = None) -> RunListing:
+    """The newest ``limit`` runs (optionally of one status), one row each."""
+    with store.read() as con:
+        cursor = con.execute(RUNS_SQL, {"status": status, "limit": limit})
+        columns = [d[0] for d in cursor.description or ()]
+        rows = cursor.fetchall()
+    return RunListing(columns, rows)
+
+
+def resolve_run_id(store: Store, text: str) -> str:
+    """The run ``text`` names: its exact id, else the one run whose id starts with it.
+
+    Raises :class:`RunIdError` when no run or several runs match.
+    """
+    with store.read() as con:
+        if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [text]).fetchone():
+            return text
+        # starts_with, not LIKE: a % or _ in the text is a character, not a wildcard
+        found = con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) "
+            "ORDER BY started_at DESC, run_id DESC LIMIT ?",
+            [text, SHOWN_CANDIDATES + 1],
+        ).fetchall()
+    if len(found) == 1:
+        return str(found[0][0])
+    if not found:
+        raise RunIdError(f"no run {text!r} in {store.path}; `juryflow runs` lists them")
+    shown = ", ".join(str(row[0]) for row in found[:SHOWN_CANDIDATES])
+    more = ", ..." if len(found) > SHOWN_CANDIDATES else ""
+    raise RunIdError(
+        f"run id {text!r} is ambiguous in {store.path}: it starts {shown}{more}; "
+        "give more of the id"
+    )
+
+
+# -- export -------------------------------------------------------------------------------
+
+EXPORT_FORMATS = {"parquet": "parquet", "csv": "csv", "jsonl": "json"}
+
+_EXPORT_SQL = """
+WITH js AS (
+    SELECT item_id, judge_id,
+           list({{'char_start': char_start, 'char_end': char_end, 'text': text,
+                  'match_kind': match_kind}} ORDER BY span_index) AS spans
+    FROM judgment_spans WHERE run_id = $run GROUP BY item_id, judge_id
+), cs AS (
+    SELECT item_id,
+           list({{'char_start': char_start, 'char_end': char_end, 'text': text,
+                  'votes': votes}} ORDER BY span_index) AS spans
+    FROM consensus_spans WHERE run_id = $run GROUP BY item_id
+)
+SELECT i.run_id, i.item_id, i.row_number, i.variables, i.metadata,
+       i.gold_hallucinated, i.gold_spans,
+       j.judge_id, j.provider, j.model, j.prompt_name, j.output_kind, j.score, j.verdict,
+       j.unscored_reason, j.reasoning, {judge_spans} AS judge_spans, j.latency_ms,
+       j.input_tokens, j.output_tokens, j.cost_usd, j.cached,
+       c.status AS consensus_status, c.n_answered AS consensus_n_answered,
+       c.score_median AS consensus_score, c.score_spread AS consensus_spread,
+       c.hallucinated AS consensus_hallucinated, {consensus_spans} AS consensus_spans
+FROM items i
+LEFT JOIN judgments j ON j.run_id = i.run_id AND j.item_id = i.item_id
+LEFT JOIN js ON js.item_id = i.item_id AND js.judge_id = j.judge_id
+LEFT JOIN consensus c ON c.run_id = i.run_id AND c.item_id = i.item_id
+LEFT JOIN cs ON cs.item_id = i.item_id
+WHERE i.run_id = $run
+ORDER BY i.row_number, i.item_id, j.judge_id
+"""
+
+
+def export_sql(fmt: str) -> str:
+    """The export query of one run (parameter ``$run``), in long ("tidy") form.
+
+    One row per item × judge: the item's columns, that judge's judgment and the item's
+    consensus (repeated on each of its judges' rows); an item no judge has answered yet
+    keeps one row with empty judge columns. A pandas user pivots it to wide form with
+    ``df.pivot(index="item_id", columns="judge_id", values="score")``, which the long form
+    allows for any panel, where a wide file would need one column set per judge.
+
+    Spans are lists of structs; CSV has no nested values, so there they are JSON text.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"--format {fmt}: choose {', '.join(EXPORT_FORMATS)}")
+    wrap = "to_json({})" if fmt == "csv" else "{}"
+    return _EXPORT_SQL.format(
+        judge_spans=wrap.format("js.spans"), consensus_spans=wrap.format("cs.spans")
+    )
+
+
+def export_run(store: Store, run_id: str, fmt: str, path: Path) -> int:
+    """Write run ``run_id`` to ``path`` (which the caller chose and checked); returns rows.
+
+    The store connection is the ordinary one, not ``juryflow sql``'s confined one, so
+    DuckDB's COPY may write the file.
+    """
+    options = "FORMAT csv, HEADER" if fmt == "csv" else f"FORMAT {EXPORT_FORMATS[fmt]}"
+    query = export_sql(fmt)
+    with store.read() as con:
+        row = con.execute(
+            f"COPY ({query}) TO $path ({options})", {"run": run_id, "path": str(path)}
+        ).fetchone()
+    return int(row[0]) if row else 0  # COPY answers with the number of rows it wrote
