@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Mapping
 
 from judges.anchoring import anchor_spans
+from judges.breaker import CircuitBreaker, JudgeStopped
 from judges.panel import JudgeSpec, Price
 from judges.parsing import OutputParseError, parse_output
 from judges.pricing import cost_usd
@@ -79,7 +80,9 @@ class LLMJudge:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
-    async def judge(self, item: Item) -> Judgment:
+    async def judge(self, item: Item, breaker: CircuitBreaker | None = None) -> Judgment:
+        """Judge ``item``; with ``breaker``, a judge stopped for a bad key or model is not
+        called, and this call's outcome counts towards stopping it."""
         timer = _CallTimer()
         common: dict[str, object] = {
             "prompt_name": self.template.ref,
@@ -107,10 +110,21 @@ class LLMJudge:
 
         async def attempt() -> ModelResponse:
             nonlocal attempts
-            attempts += 1
             async with self.limiter.slot(estimate_tokens(prompt, request.max_tokens)) as slot:
-                with timer:
-                    response = await self.client.complete(request)
+                # Checked once a slot is free, not before queueing: calls queued behind the
+                # failing ones must see the breaker the failures opened.
+                if breaker is not None:
+                    breaker.check()
+                attempts += 1
+                try:
+                    with timer:
+                        response = await self.client.complete(request)
+                except ProviderError as error:
+                    if breaker is not None:
+                        breaker.failed(error)
+                    raise
+                if breaker is not None:
+                    breaker.succeeded()
                 if response.input_tokens is not None and response.output_tokens is not None:
                     slot.settle(response.input_tokens + response.output_tokens)
                 return response
@@ -129,6 +143,9 @@ class LLMJudge:
             )
         except ProviderError as error:
             return self._provider_failure(item, error, attempts, timer, common)
+        except JudgeStopped as stopped:
+            # attempts may be 0: stored as 1 would claim a call that was never made.
+            return self._unscored(item, str(stopped), timer, attempts=attempts, **common)
         except Exception as error:
             # The Judge contract: one broken call costs one row, never the whole chunk. The
             # traceback is kept for the bug report, cleaned like the row: it may quote a URL.

@@ -267,5 +267,9 @@ def load_panel(path: str | Path | None) -> PanelSpec:
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
-        raise PanelError(f"{file}: not valid YAML: {error}") from None
+        # PyYAML's own message spans lines (context, a caret drawing); the gist fits one.
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise PanelError(f"{file}: not valid YAML{where}: {problem}") from None
     return parse_panel(data, str(file))

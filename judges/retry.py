@@ -55,7 +55,8 @@ async def call_with_retries(
 ) -> tuple[T, int]:
     """``(fn(), attempts)``, retrying ProviderErrors that ``should_retry`` accepts.
 
-    A non-retryable ProviderError is re-raised at once; other exceptions are bugs and
+    A non-retryable ProviderError is re-raised at once, and so is a fatal one (a rejected
+    key, an unknown model) whatever ``should_retry`` says; other exceptions are bugs and
     propagate untouched. After ``max_attempts`` retryable failures: RetriesExhausted.
     """
     if max_attempts < 1:
@@ -66,7 +67,7 @@ async def call_with_retries(
         try:
             return await fn(), attempt
         except ProviderError as error:
-            if not should_retry(error):
+            if error.fatal or not should_retry(error):
                 raise
             last_error = error
             if attempt < max_attempts:

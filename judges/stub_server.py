@@ -52,7 +52,8 @@ Options, applied in order:
 - ``text``: answer as plain-text JSON, ignoring tools / ``response_format``;
 - ``tool``: (OpenAI) answer through a ``tool_calls`` entry even when not asked to;
 - ``ms<N>``: this model's answers take N ms (instead of ``latency_ms``);
-- faults ``429``, ``500``, ``hang``, ``drop``, ``400``, ``401``, optionally ``x<N>``: the
+- faults ``429``, ``500``, ``hang``, ``drop``, ``400``, ``401``, ``403``, ``404``,
+  optionally ``x<N>``: the
   first N requests for this model name get that fault (without a count: every request).
   Faults queue in order: ``stub-score-0.6+429x2+500x1`` answers 429, 429, 500, then 0.6.
 
@@ -60,7 +61,8 @@ Fault meanings: ``429`` a rate limit with ``Retry-After`` (``StubConfig.retry_af
 seconds); ``500`` an internal error; ``hang`` no answer until the client gives up (or
 ``hang_seconds``); ``drop`` the socket is closed without a response; ``400`` an invalid
 request; ``401`` an authentication error whose message quotes the key it got, as some real
-servers do, so tests can check keys never leak into records; ``echo`` a 400 whose message
+servers do, so tests can check keys never leak into records; ``403`` a permission error;
+``404`` an unknown model (fail-fast tests); ``echo`` a 400 whose message
 quotes the request target and every request header, as debugging proxies do.
 
 Structured answers: when the request carries tools (Anthropic forced ``tool_choice`` or
@@ -97,8 +99,8 @@ from typing import Any, Literal
 from judges.providers.base import TOOL_NAME
 from judges.stub_sim import Gold, load_gold, sim_answer
 
-Fault = Literal["429", "500", "hang", "drop", "400", "401", "echo"]
-FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "echo")
+Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
+FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "403", "404", "echo")
 
 _ARTICLE = re.compile(
     r"\*\*Generated Article:\*\*\n(.*?)\n\n## Output Format Requirements", re.DOTALL
@@ -115,6 +117,7 @@ _REASONS = {
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     411: "Length Required",
@@ -522,6 +525,7 @@ def error_body(api: str, status: int, message: str) -> dict[str, Any]:
     kinds = {
         400: ("invalid_request_error", "invalid_request_error"),
         401: ("authentication_error", "invalid_api_key"),
+        403: ("permission_error", "permission_denied"),
         404: ("not_found_error", "not_found"),
         429: ("rate_limit_error", "rate_limit_exceeded"),
         500: ("api_error", "server_error"),
@@ -710,6 +714,12 @@ class StubServer:
             key = key.removeprefix("Bearer ").strip()
             message = f"stub: Incorrect API key provided: {key}"
             return _Reply("401", 401, error_body(api, 401, message))
+        if fault == "403":
+            message = "stub: this key may not use this model"
+            return _Reply("403", 403, error_body(api, 403, message))
+        if fault == "404":
+            message = f"stub: the model {model!r} does not exist or you do not have access to it"
+            return _Reply("404", 404, error_body(api, 404, message))
         if fault == "echo":
             echoed = "; ".join(f"{name}: {value}" for name, value in request.headers.items())
             message = f"stub: cannot route POST {request.path} with headers {echoed}"

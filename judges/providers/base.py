@@ -23,7 +23,9 @@ from judges.redact import (
     url_secrets,
 )
 
-ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth"]
+ErrorKind = Literal[
+    "rate_limit", "server", "timeout", "connection", "client", "auth", "not_found"
+]
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to servers whose SDK wants a key when the panel names none for a custom base_url."""
@@ -81,6 +83,15 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.kind: ErrorKind = kind
+
+    @property
+    def fatal(self) -> bool:
+        """Whether no call of this judge can succeed: a rejected key or an unknown model.
+
+        Such an answer does not depend on the item, so the judge is stopped (see
+        :mod:`judges.breaker`) rather than called again for every remaining item.
+        """
+        return self.kind in ("auth", "not_found")
 
     def __str__(self) -> str:
         status = f" (HTTP {self.status})" if self.status is not None else ""
@@ -164,6 +175,9 @@ def error_from_status(
         )
     if status in (401, 403):
         return ProviderError(message, retryable=False, status=status, kind="auth")
+    if status == 404:
+        # The model name (or, less often, the base_url's path) is unknown to the server.
+        return ProviderError(message, retryable=False, status=status, kind="not_found")
     if status == 408:
         return ProviderError(message, retryable=True, status=status, kind="timeout")
     if status >= 500:
