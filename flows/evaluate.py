@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar, cast
@@ -25,8 +26,11 @@ from flows.interrupts import (
     resume_hint,
 )
 from flows.prefect_env import quiet_stopped_run
+from flows.run_figures import run_figures
+from flows.run_health import health
 from flows.run_setup import RunPlan, plan_run
 from flows.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
+from judges.breaker import StoppedJudge, forget_run
 from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
@@ -84,6 +88,7 @@ class ChunkRunner:
         self.closed = False
         self.stored: dict[str, list[Judgment]] = {}
         self.replayed: dict[str, list[Judgment]] = {}
+        self.stopped: dict[str, StoppedJudge] = {}
         # A rule that weighs judges by a reliability fitted over the whole run cannot be
         # applied chunk by chunk: chunks get the default rule, and the run's end refits.
         self.chunk_rule = plan.rule.provisional()
@@ -129,6 +134,8 @@ class ChunkRunner:
 
     async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
         todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
+        if len(todo) < len(items):  # judged before a --resume: done, and not paid again now
+            progress.emit(progress.Judged(len(items) - len(todo), earlier=True))
         cached = await self._cached(spec, todo)
         hit = {j.item_id for j in cached}
         todo = [i for i in todo if i.item_id not in hit]
@@ -136,14 +143,15 @@ class ChunkRunner:
         if todo:
             prices = self.plan.panel.prices
             journal = str(self.journal.path)
+            run_id = self.plan.run_id
             if self.distributed:
                 # An async task's future resolves to its result, not to a coroutine.
                 future = cast(
                     "PrefectFuture[JudgedChunk]",
-                    judge_chunk.submit(spec, prices, todo, index, journal),
+                    judge_chunk.submit(spec, prices, todo, index, journal, run_id),
                 )
                 try:
-                    fresh = list((await asyncio.to_thread(future.result)).judgments)
+                    chunk = await asyncio.to_thread(future.result)
                 except asyncio.CancelledError:
                     # The run is stopping: the chunk must not go on calling on its worker.
                     cancel = getattr(getattr(future, "wrapped_future", None), "cancel", None)
@@ -151,9 +159,15 @@ class ChunkRunner:
                         cancel()
                     raise
             else:
-                fresh = list((await judge_chunk(spec, prices, todo, index, journal)).judgments)
+                chunk = await judge_chunk(spec, prices, todo, index, journal, run_id)
+            fresh = list(chunk.judgments)
+            if chunk.stopped is not None and spec.id not in self.stopped:
+                self.stopped[spec.id] = chunk.stopped
+                # info: the command line prints it once, at the end; the Prefect UI shows it now
+                get_run_logger().info(chunk.stopped.line())
         new = cached + fresh
-        progress.report("judged", len(new))
+        # A local chunk task reported its judgments one by one as they completed.
+        progress.judged(cached + fresh if self.distributed else cached)
         return new
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
@@ -197,6 +211,7 @@ class ChunkRunner:
         """No chunk writes after this returns (a write in progress finishes first)."""
         async with self.write_lock:
             self.closed = True
+        forget_run(self.plan.run_id)
 
     def flush_completed(self) -> int:
         """Store what the chunks in flight had completed when the run stopped.
@@ -226,7 +241,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowE
     plan = runner.plan
     total = count_rows(plan.dataset)
     if total is not None:
-        progress.report("total", total)
+        progress.emit(progress.Total(total, len(plan.panel.judges)))
     rows = read_items(plan.dataset, plan.needed_variables, plan.mapping, plan.max_chars)
     # Bounding the chunks in flight bounds memory: the dataset is read only as fast as
     # chunks finish, whatever its size.
@@ -361,6 +376,7 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
     logger = get_run_logger()
+    began = time.monotonic()
     flow_run_id = str(flow_run.get_id() or "") or None
     # The run's own store waits have no deadline (a long reader must not fail it); an
     # interruption ends them.
@@ -381,6 +397,7 @@ async def evaluate(
             calibration=calibration,
         )
         logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
+        progress.started(plan.run_id, str(plan.store.path), flow_run_id)
         runner = ChunkRunner(plan, distributed)
         async with InterruptWatch(flow_run_id, on_trigger=lambda: _on_stop(patience)) as watch:
             watch.force_message = (
@@ -413,6 +430,9 @@ async def evaluate(
         await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
         summary = plan.store.run_summary(plan.run_id)
         summary.update(
+            run_figures(plan.store, plan.run_id, time.monotonic() - began, len(runner.done_pairs))
+        )
+        summary.update(
             run_id=plan.run_id,
             db=str(plan.store.path),
             dataset=str(plan.dataset),
@@ -421,6 +441,8 @@ async def evaluate(
                 for e in plan.store.row_errors(plan.run_id)
             ],
         )
+        # Stopped judges and quorum misses: the command line exits 1 on them.
+        summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
         from flows.artifacts import publish_run_artifacts  # never fails the run
 
         await publish_run_artifacts(plan.store, plan.run_id)

@@ -99,7 +99,7 @@ def print_rows(
         return
     if fmt == "csv":
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
+        writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow([safe_text(c) for c in columns])
         writer.writerows([[_csv_value(v) for v in row] for row in rows])
         console.file.write(buffer.getvalue())
@@ -116,6 +116,54 @@ def print_rows(
 
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f} %"
+
+
+def _cost_rows(summary: dict[str, Any], cost: float | None) -> list[tuple[str, str]]:
+    """What the run paid for model calls: only calls it made, not judgments it reused."""
+    if summary.get("model_calls") is False:  # reaggregate: judgments copied, nothing called
+        return [("model cost", "none: no judge was called")]
+    tokens = f"{summary.get('input_tokens') or 0} / {summary.get('output_tokens') or 0}"
+    if "cost_spent_usd" not in summary:
+        return [("tokens in / out", tokens), ("cost", "n/a" if cost is None else f"${cost:.4f}")]
+    spent = f"${summary['cost_spent_usd']:.4f} spent in this run"
+    reused = summary.get("cost_reused_usd") or 0.0
+    if reused:
+        spent += f" · ${reused:.4f} reused from the cache (not paid again)"
+    if "input_tokens_spent" in summary:  # the tokens of this run's calls, as its cost
+        tokens = f"{summary['input_tokens_spent']} / {summary['output_tokens_spent']}"
+    return [("tokens in / out", tokens), ("cost", spent)]
+
+
+def _pace_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    seconds = summary.get("duration_seconds")
+    if seconds is None:
+        return []
+    rate = summary.get("judgments_per_second")
+    return [
+        ("duration", f"{seconds:.1f} s"),
+        ("throughput", "n/a" if rate is None else f"{rate:.1f} judgments/s"),
+        ("retries", str(summary.get("retries", 0))),
+    ]
+
+
+REASON_CHARS = 100
+
+
+def _print_unscored(console: Console, judges: Sequence[dict[str, Any]]) -> None:
+    """Per judge with unscored judgments: how many, and its top reasons."""
+    if not judges:
+        return
+    console.print("\nunscored by judge:")
+    for judge in judges:
+        reasons = "; ".join(
+            f"{_shortened(r['reason'])} ×{r['count']}" for r in judge.get("reasons", [])
+        )
+        line = f"  {judge['judge_id']}: {judge['unscored']}" + (f" ({reasons})" if reasons else "")
+        console.print(plain(line, one_line=True), soft_wrap=True)
+
+
+def _shortened(reason: str) -> str:
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
 
 
 def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
@@ -135,17 +183,15 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
         ),
         ("insufficient (quorum not met)", str(summary.get("insufficient", 0))),
         ("cache hits", str(summary.get("cache_hits", 0))),
-        (
-            "tokens in / out",
-            f"{summary.get('input_tokens') or 0} / {summary.get('output_tokens') or 0}",
-        ),
-        ("cost", "n/a" if cost is None else f"${cost:.4f}"),
+        *_cost_rows(summary, cost),
+        *_pace_rows(summary),
         ("rejected rows", str(summary.get("rejected_rows", 0))),
         ("store", summary["db"]),
     ]
     for name, value in rows:
         table.add_row(name, plain(value, one_line=True))
     console.print(table)
+    _print_unscored(console, summary.get("unscored_by_judge") or [])
     rejected = summary.get("rejected") or []
     if rejected:
         console.print(

@@ -50,11 +50,19 @@ def _text_variable(run: RunRecord, store: Store) -> str:
 
 
 def copy_run_rows(store: Store, source_run_id: str, run_id: str) -> None:
-    """Copy items, judgments and their spans of one run under another run id (one transaction)."""
+    """Copy items, judgments and their spans of one run under another run id (one transaction).
+
+    The copied judgments are marked ``cached``: the new run reused them and paid for none,
+    so no sum of its cost counts them as spent again.
+    """
     with store.write() as con:
-        for table in ("items", "judgments", "judgment_spans"):
+        for table, replaced in (
+            ("items", ""),
+            ("judgments", ", TRUE AS cached"),
+            ("judgment_spans", ""),
+        ):
             con.execute(
-                f"INSERT INTO {table} SELECT * REPLACE (?::VARCHAR AS run_id) "
+                f"INSERT INTO {table} SELECT * REPLACE (?::VARCHAR AS run_id{replaced}) "
                 f"FROM {table} WHERE run_id = ?",
                 [run_id, source_run_id],
             )
@@ -206,6 +214,9 @@ async def reaggregate(
     )
     summary = store.run_summary(new_id)
     summary.update(run_id=new_id, parent_run_id=run_id, db=str(store.path), quorum=needed)
+    # No judge was called: the copied judgments' cost was paid by the source run.
+    reused = float(summary.get("cost_usd") or 0.0)
+    summary.update(model_calls=False, cost_usd=0.0, cost_spent_usd=0.0, cost_reused_usd=reused)
     summary["min_votes"] = min_votes
     summary["consensus"] = str(fitted)
     await publish_run_artifacts(store, new_id)

@@ -48,6 +48,7 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
+from flows.run_figures import cost_split
 from judges.agreement import merge_spans
 from storage.comparisons import latest_comparison
 from storage.files import write_private_text
@@ -278,7 +279,10 @@ class ReportData:
 
 def _judge_meta(store: Store, run_id: str) -> dict[str, JudgeMeta]:
     _, rows = store.query(
-        "SELECT judge_id, any_value(provider), any_value(model), count(*), sum(cost_usd) "
+        # what this run paid: judgments taken from the cache were paid by an earlier run
+        "SELECT judge_id, any_value(provider), any_value(model), count(*), "
+        "CASE WHEN count(cost_usd) > 0 "
+        "THEN coalesce(sum(cost_usd) FILTER (WHERE NOT cached), 0) END "
         "FROM judgments WHERE run_id = ? GROUP BY judge_id",
         [run_id],
     )
@@ -310,7 +314,7 @@ def load_report_data(store: Store, run_id: str, top: int = 15) -> ReportData:
     scores, medians = _raw_scores(store, run_id)
     return ReportData(
         run=run,
-        summary=store.run_summary(run_id),
+        summary={**store.run_summary(run_id), **cost_split(store, run_id)},
         agreement=agreement_report(store, run_id),
         disputed=disagreements(store, run_id, top),
         judge_meta=_judge_meta(store, run_id),
@@ -520,7 +524,11 @@ def summary_section(data: ReportData) -> str:
         ("hallucinated (consensus)", f"{fmt(rate * 100 if rate is not None else None)} %"),
         ("judgments", f"{s['judgments']} ({s['unscored']} unscored, {s['cache_hits']} cached)"),
         ("mean spread between judges", fmt(s.get("mean_spread"))),
-        ("cost (USD)", f"{s.get('cost_usd') or 0:.4f}"),
+        (
+            "cost (USD)",
+            f"{s.get('cost_spent_usd') or 0:.4f} spent in this run; "
+            f"{s.get('cost_reused_usd') or 0:.4f} reused from the cache (not paid again)",
+        ),
         ("rejected rows", s.get("rejected_rows")),
     ]
     if run.parent_run_id:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import threading
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
+from rich.text import Text
 
 from flows import interrupts, progress
+from flows.progress_view import PlainTicker, Tally, live_bar, progress_seconds, started_line
 
 
 def _with_task_runner(dask: str | None) -> Any:
@@ -19,7 +22,13 @@ def _with_task_runner(dask: str | None) -> Any:
 
     if dask is None:
         return evaluate
-    from prefect_dask import DaskTaskRunner
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as missing:  # the extra is optional; the quick start does without it
+        raise RuntimeError(
+            f"--dask needs prefect-dask and distributed ({missing.name or 'prefect_dask'} is "
+            "not installed): pip install 'juryflow[dask]', or run without --dask"
+        ) from None
 
     runner: Any = DaskTaskRunner() if dask == "local" else DaskTaskRunner(address=dask)
     return evaluate.with_options(task_runner=runner)
@@ -67,32 +76,19 @@ def _run_evaluation(
 
     flow = _with_task_runner(dask)
     start_owned_server()
-    bar = Progress(
-        TextColumn("[bold]judging"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("items · {task.fields[judged]} judgments"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
+    tally = Tally()
+    if console.is_terminal:
         # On a terminal, stderr lines (a wait for the store, say) print above the bar; when
         # stderr is a file or a pipe they must stay in it, not move to stdout.
-        redirect_stderr=sys.stderr.isatty(),
-    )
-    task = bar.add_task("items", total=None, judged=0)
-
-    def listen(event: str, count: int) -> None:
-        if event == "total":
-            bar.update(task, total=count)
-        elif event == "items_done":
-            bar.advance(task, count)
-        elif event == "judged":
-            judged = bar.tasks[0].fields["judged"] + count
-            bar.update(task, judged=judged)
-
+        bar: Progress | None = live_bar(console, tally, redirect_stderr=sys.stderr.isatty())
+        ticker = None
+    else:
+        bar = None
+        ticker = PlainTicker(tally, sys.stderr, progress_seconds(sys.stderr))
+    listen = _listener(tally, bar, ticker)
     progress.add_listener(listen)
     try:
-        with bar:
+        with bar if bar is not None else contextlib.nullcontext():
             result: dict[str, Any] = asyncio.run(flow(**parameters, distributed=dask is not None))
     except CancelledRun as cancelled:
         stopped = interrupts.take()
@@ -104,4 +100,24 @@ def _run_evaluation(
         raise interrupts.RunInterrupted(stopped.message, stopped.interruption.exit_code) from None
     finally:
         progress.remove_listener(listen)
+        if ticker is not None:
+            ticker.close()
     return result
+
+
+def _listener(tally: Tally, bar: Progress | None, ticker: PlainTicker | None) -> progress.Listener:
+    task = bar.add_task("judgments", total=None) if bar is not None else None
+
+    def listen(event: progress.Event) -> None:
+        tally.take(event)
+        if isinstance(event, progress.Started):
+            line = started_line(event)
+            if bar is not None:
+                bar.console.print(Text(line), soft_wrap=True)
+            if ticker is not None:
+                ticker.write(line)
+                ticker.start()
+        elif bar is not None and task is not None:
+            bar.update(task, completed=tally.judged, total=tally.judgments)
+
+    return listen

@@ -15,8 +15,11 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from flows import progress
 from judges.base import Judge
+from judges.breaker import StoppedJudge, breaker_for
 from judges.factory import build_judge
+from judges.llm_judge import LLMJudge
 from judges.panel import JudgeSpec, Price
 from judges.records import Item, Judgment, unscored
 from storage.journal import Journal
@@ -57,6 +60,9 @@ class JudgedChunk:
     """
 
     judgments: tuple[Judgment, ...]
+    stopped: StoppedJudge | None = None
+    """Set when the judge was stopped (bad key, unknown model): its remaining items were
+    not called, and the flow must tell the user what to fix."""
 
 
 @task(
@@ -72,14 +78,22 @@ async def judge_chunk(
     items: list[Item],
     chunk_index: int,
     journal: str | None = None,
+    run_id: str | None = None,
 ) -> JudgedChunk:
     judge = judge_for(spec, prices)
     log = Journal(Path(journal)) if journal else None
+    # Shared by every chunk of the run in this process, so a judge whose key is rejected
+    # is stopped after a handful of calls in all, not a handful per chunk.
+    breaker = breaker_for(run_id, spec) if run_id is not None else None
 
     async def judge_one(item: Item) -> Judgment:
-        judgment = await judge.judge(item)
+        if isinstance(judge, LLMJudge):
+            judgment = await judge.judge(item, breaker)
+        else:
+            judgment = await judge.judge(item)
         if log is not None:
             log.append(judgment)
+        progress.judged((judgment,))
         return judgment
 
     try:
@@ -106,4 +120,5 @@ async def judge_chunk(
             )
         else:
             raise result
-    return JudgedChunk(tuple(judgments))
+    progress.judged(j for j, r in zip(judgments, results, strict=True) if r is not j)
+    return JudgedChunk(tuple(judgments), breaker.stopped if breaker is not None else None)
