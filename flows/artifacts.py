@@ -11,7 +11,11 @@ import math
 import re
 from typing import Any
 
+import duckdb
+
+from flows.run_figures import cost_split
 from storage.comparisons import latest_comparison
+from storage.connection import StoreError
 from storage.store import Store
 
 _log = logging.getLogger("juryflow.artifacts")
@@ -42,6 +46,28 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
+
+
+def rounded(value: Any, digits: int = 4) -> Any:
+    """A float for a table artifact: ``digits`` decimals, or 3 significant digits when that
+    would round a small non-zero value away; NaN and infinities become None (no JSON for
+    them). Anything else is returned as it is.
+
+    >>> rounded(0.6923076923076923), rounded(0.0000123456), rounded(float("nan")), rounded(3)
+    (0.6923, 1.23e-05, None, 3)
+    """
+    if not isinstance(value, float):
+        return value
+    if not math.isfinite(value):
+        return None
+    if value != 0 and abs(value) < 10 ** -(digits - 1):
+        return float(f"{value:.3g}")
+    return round(value, digits)
+
+
+def rounded_table(rows: list[dict[str, Any]], digits: int = 4) -> list[dict[str, Any]]:
+    """Rows for ``create_table_artifact`` with every float rounded by :func:`rounded`."""
+    return [{key: rounded(value, digits) for key, value in row.items()} for row in rows]
 
 
 def _md(text: Any) -> str:
@@ -85,7 +111,9 @@ def run_markdown(store: Store, run_id: str) -> str:
         f"- **judgments**: {summary['judgments']} ({summary['unscored']} unscored, "
         f"{summary['cache_hits']} from cache)",
         f"- **mean spread between judges**: {_fmt(summary['mean_spread'])}",
-        f"- **cost**: ${summary['cost_usd'] or 0:.4f}",
+        # only what this run's calls cost: cached (or re-aggregated) judgments were paid before
+        "- **cost**: ${cost_spent_usd:.4f} spent in this run, ${cost_reused_usd:.4f} reused "
+        "from the cache".format(**cost_split(store, run_id)),
         "",
         "| judge | scored | unscored | mean score | hallucinated | mean abs diff vs consensus |",
         "|---|---:|---:|---:|---:|---:|",
@@ -138,12 +166,8 @@ async def publish_run_artifacts(store: Store, run_id: str) -> bool:
             key=artifact_key("run-summary", suite),
             description=f"juryflow run {run_id}",
         )
-        table = [
-            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-            for row in judge_stats(store, run_id)
-        ]
         await acreate_table_artifact(
-            table=table,
+            table=rounded_table(judge_stats(store, run_id)),
             key=artifact_key("judges", suite),
             description=f"per-judge statistics of juryflow run {run_id}",
         )
@@ -169,11 +193,39 @@ async def publish_comparison_artifacts(store: Store, run_id: str) -> bool:
             description=f"juryflow run {run_id} vs {comparison['baseline_run_id']}",
         )
         await acreate_table_artifact(
-            table=comparison["judges"],
+            table=rounded_table(comparison["judges"]),
             key=artifact_key("drift", suite),
             description=f"per-judge drift of run {run_id} vs {comparison['baseline_run_id']}",
         )
     except Exception as error:
         _logger().warning("could not create the regression artifacts of run %s: %s", run_id, error)
+        return False
+    return True
+
+
+async def publish_report_link(store: Store, run_id: str, path: str) -> bool:
+    """Write the run's HTML report to ``path`` and link it from a Prefect link artifact.
+
+    The link is a ``file://`` URL: the report is a file next to the store, readable by
+    whoever opens the UI on that machine (the report itself is 0600)."""
+    from flows.report import ReportWriteError, write_report
+
+    try:
+        written = write_report(store, run_id, path)
+    except (ReportWriteError, StoreError, duckdb.Error) as error:
+        _logger().warning("could not write the report of run %s: %s", run_id, error)
+        return False
+    try:
+        from prefect.artifacts import acreate_link_artifact
+
+        run = store.get_run(run_id)
+        await acreate_link_artifact(
+            link=written.resolve().as_uri(),
+            link_text=f"juryflow report of run {run_id}",
+            key=artifact_key("report", run.suite if run else run_id),
+            description=f"HTML report of juryflow run {run_id} ({written})",
+        )
+    except Exception as error:  # artifacts never fail a run, whatever the API answered
+        _logger().warning("could not create the report link of run %s: %s", run_id, error)
         return False
     return True

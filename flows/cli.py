@@ -46,6 +46,7 @@ def _refuse_settings_on_resume(**given: object) -> None:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     dataset: Annotated[
         str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
     ] = None,
@@ -92,8 +93,26 @@ def run(
     try:
         mapping = parse_mapping(map_ or [])
         if resume is not None:
+            from flows.run_setup import ResumeRequest
+            from storage.run_queries import resolve_run_id
+            from storage.store import Store
+
             _refuse_settings_on_resume(quorum=quorum, calibration=calibration)
-            warnings = preflight_resume(db, resume)
+            # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
+            resume = resolve_run_id(Store(db), resume)
+            # By name: typer carries its own copy of click, so the enum is not click's.
+            sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
+            given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
+            request = ResumeRequest(
+                dataset=dataset,
+                panel=panel,
+                mapping=mapping if "map_" in given else None,
+                chunk_size=chunk_size if "chunk_size" in given else None,
+                max_chars=max_chars if "max_chars" in given else None,
+                no_cache=no_cache,
+                suite=suite,
+            )
+            warnings = preflight_resume(db, resume, request)
         else:
             warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
         for warning in warnings:
@@ -124,6 +143,15 @@ def run(
         _fail(str(error))
         return
     output.print_run_summary(console, summary)
+    from flows.run_health import failure_lines
+
+    # A stopped judge or a run mostly without consensus is stored, but is no success.
+    failures = failure_lines(summary)
+    for line in failures:
+        text = output.safe_text(f"juryflow: {line}", one_line=True)
+        err.print(text, markup=False, highlight=False, soft_wrap=True)
+    if failures:
+        raise typer.Exit(code=1)
 
 
 @app.command()
@@ -226,6 +254,10 @@ _register_analysis(app)  # `agreement` and `disagreements`
 from flows.cli_ops import register as _register_ops  # noqa: E402
 
 _register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
+
+from flows.cli_runs import register as _register_runs  # noqa: E402
+
+_register_runs(app)  # `runs` and `export`
 
 
 def main() -> None:

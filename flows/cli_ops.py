@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from flows import output
+from flows.cli_runs import resolve_or_exit
 
 console = Console()
 err = Console(stderr=True)
@@ -85,6 +86,8 @@ def regression_command(
         _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
         return
     _check_store(db)
+    if baseline not in ("last", ""):
+        baseline = resolve_or_exit(db, baseline, "--baseline") or baseline
     quiet_prefect_logging()
     try:
         state: Any = asyncio.run(
@@ -152,6 +155,7 @@ def reaggregate_command(
     from flows.reaggregate import reaggregate
 
     _check_store(db)
+    run_id = resolve_or_exit(db, run_id) or run_id
     quiet_prefect_logging()
     try:
         summary = asyncio.run(
@@ -194,6 +198,7 @@ def report_command(
     from storage.store import Store
 
     store = Store(db)
+    run_id = resolve_or_exit(db, run_id)
     try:
         writable_file(output_path, "--output")  # before the report is made, not after
         chosen = run_id or store.latest_run_id()
@@ -215,17 +220,21 @@ def serve_command(
     db: DbOption = None,
     suite: Annotated[str | None, typer.Option(help="Suite name.")] = None,
     baseline: Annotated[str, typer.Option(help="'last' or a pinned run id.")] = "last",
-    evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-nightly.")] = "0 2 * * *",
+    evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-serve.")] = "0 2 * * *",
     regression_cron: Annotated[
-        str, typer.Option(help="Cron of regression-nightly.")
+        str, typer.Option(help="Cron of regression-serve.")
     ] = "30 2 * * *",
     timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
 ) -> None:
-    """Serve evaluate-nightly and regression-nightly from this process (needs a Prefect API)."""
-    from flows.serve import serve_nightly
+    """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""
+    from flows.serve import ServeError, check_no_collision, serve_nightly
 
+    try:
+        check_no_collision()
+    except ServeError as error:
+        _fail(str(error))
     console.print(
-        "serving evaluate-nightly and regression-nightly; set PREFECT_API_URL to a server "
+        "serving evaluate-serve and regression-serve; set PREFECT_API_URL to a server "
         "started with `prefect server start` to see them in its UI (Ctrl-C stops)"
     )
     serve_nightly(

@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
-from flows.artifacts import publish_comparison_artifacts
+from flows.artifacts import publish_comparison_artifacts, publish_report_link
 from flows.evaluate import evaluate
 from judges.regression_stats import (
     Thresholds,
@@ -116,11 +116,14 @@ async def regression(
     max_judge_drift: float | None = 0.1,
     max_agreement_drop: float | None = 0.1,
     p_value_alpha: float = 0.05,
+    report: str | None = None,
 ) -> State[dict[str, Any]]:
     """Judge DATASET with PANEL, compare with the BASELINE run; Failed when it regressed.
 
     ``baseline`` is ``"last"`` (the newest completed run of the same suite that did not
     regress) or a run id. Each ``max_*`` threshold can be disabled with ``None``.
+    ``report``: a path to write the new run's HTML report to, linked from a Prefect link
+    artifact (a report that cannot be written is a warning, never a failed check).
     """
     logger = get_run_logger()
     thresholds = Thresholds(
@@ -154,9 +157,14 @@ async def regression(
         message = f"no earlier successful run of suite {run.suite!r}: {run_id} is the baseline"
         logger.info(message)
         result = {**summary, "suite": run.suite, "comparison": None, "message": message}
+        if report:
+            await publish_report_link(store, run_id, report)
         return Completed(message=message, data=result)
     outcome = compare_runs(store, run_id, baseline_id, thresholds)
     await publish_comparison_artifacts(store, run_id)
+    if report:
+        # After the comparison is stored, so the report shows the regression deltas.
+        await publish_report_link(store, run_id, report)
     result = {**summary, "suite": run.suite, "comparison": outcome, "message": outcome["message"]}
     logger.info("run %s vs baseline %s: %s", run_id, baseline_id, outcome["message"])
     if outcome["regressed"]:

@@ -61,11 +61,80 @@ def test_serve_builds_both_scheduled_deployments() -> None:
     evaluate_d, regression_d = build_deployments(
         dataset="data.jsonl", evaluate_cron="0 3 * * *", timezone="Europe/Paris"
     )
-    assert (evaluate_d.name, regression_d.name) == ("evaluate-nightly", "regression-nightly")
+    assert (evaluate_d.name, regression_d.name) == ("evaluate-serve", "regression-serve")
     assert evaluate_d.parameters == {"dataset": "data.jsonl"}
     assert regression_d.parameters == {"dataset": "data.jsonl", "baseline": "last"}
     schedule = evaluate_d.schedules[0].schedule
     assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "Europe/Paris")
+
+
+def test_serve_and_deploy_never_share_a_deployment_name() -> None:
+    """The crash: `juryflow serve` after `prefect deploy --all` re-registered
+    evaluate-nightly / regression-nightly, Prefect dropped their pull steps but kept their
+    empty path, and the next run looked for its code in '<repo>/None'."""
+    from flows.serve import SERVED, build_deployments
+
+    deployments, _, _ = _load()
+    deployed = {f"{d['entrypoint'].rsplit(':', 1)[1]}/{d['name']}" for d in deployments}
+    served = {f"{d.flow_name}/{d.name}" for d in build_deployments()}
+    assert served == set(SERVED)
+    assert deployed and not deployed & served
+
+
+def test_prefect_yaml_suite_is_the_cli_default(tmp_path: Path) -> None:
+    """prefect.yaml's suite is the one `juryflow run/regression` gives the same dataset and
+    panel without --suite, so a scheduled regression finds the CLI's runs as baselines."""
+    from flows.run_setup import plan_run
+
+    deployments, _, _ = _load()
+    for deployment in deployments:
+        parameters = deployment["parameters"]
+        plan = plan_run(
+            dataset=str(REPO / parameters["dataset"]),
+            panel=str(REPO / parameters["panel"]),
+            db=str(tmp_path / f"{deployment['name']}.duckdb"),
+            resume=None,
+            suite=None,
+            chunk_size=200,
+            quorum=None,
+            mapping=None,
+            use_cache=True,
+        )
+        run = plan.store.get_run(plan.run_id)
+        assert run is not None
+        assert run.suite == parameters["suite"], deployment["name"]
+
+
+AUTOMATION = REPO / "examples" / "automation.failed-regression.yaml"
+
+
+def _automation(block_id: str) -> dict:
+    import yaml
+
+    text = AUTOMATION.read_text(encoding="utf-8")
+    assert "BLOCK_ID" in text  # the placeholder the README tells users to replace
+    data = yaml.safe_load(text.replace("BLOCK_ID", block_id))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_the_example_automation_is_a_valid_prefect_automation() -> None:
+    import uuid
+
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger
+
+    automation = AutomationCore.model_validate(_automation(str(uuid.uuid4())))
+    trigger = automation.trigger
+    assert isinstance(trigger, EventTrigger)
+    assert trigger.expect == {"prefect.flow-run.Failed"}
+    # it fires for the flow named in flows/regression.py, not for any failed flow
+    from flows.regression import regression
+
+    related = trigger.match_related
+    assert not isinstance(related, list)
+    assert related.root["prefect.resource.name"] == regression.name
+    assert related.root["prefect.resource.role"] == "flow"
+    assert [action.type for action in automation.actions] == ["send-notification"]
 
 
 def _free_port() -> int:
@@ -147,3 +216,64 @@ def test_deploy_all_to_a_local_server(prefect_server: dict[str, str]) -> None:
         "'cron': '30 2 * * *'"
         in _run(env, prefect, "deployment", "inspect", "regression/regression-nightly").stdout
     )
+
+
+_SERVE_AFTER_DEPLOY = """
+from flows.serve import build_deployments, check_no_collision
+check_no_collision()
+for deployment in build_deployments():
+    deployment.apply()
+print("applied")
+"""
+
+_ALERT_BLOCK = """
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+block = CustomWebhookNotificationBlock(name="juryflow", url="http://127.0.0.1:9/hook")
+print(block.save("juryflow-alert"))
+"""
+
+
+@pytest.mark.slow
+def test_serve_after_deploy_leaves_the_worker_deployments_intact(
+    prefect_server: dict[str, str], tmp_path: Path
+) -> None:
+    """`prefect deploy --all`, then what `juryflow serve` registers: both sets coexist, the
+    worker's deployments keep their pull steps (no '<repo>/None'), and a deployment taking
+    a served name for a work pool makes `juryflow serve` refuse in one line."""
+    env = prefect_server
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    pool = _run(env, prefect, "work-pool", "create", "juryflow-process", "--type", "process")
+    assert pool.returncode == 0, pool.stdout + pool.stderr
+    deploy = _run(env, prefect, "--no-prompt", "deploy", "--all")
+    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    served = _run(env, sys.executable, "-c", _SERVE_AFTER_DEPLOY)
+    assert served.returncode == 0 and "applied" in served.stdout, served.stdout + served.stderr
+    nightly = _run(env, prefect, "deployment", "inspect", "regression/regression-nightly").stdout
+    assert "juryflow-process" in nightly and f"'directory': '{REPO}'" in nightly
+    serve = _run(env, prefect, "deployment", "inspect", "regression/regression-serve").stdout
+    # served from the repository (the runner's working directory), never a None path
+    assert "'path': '.'" in serve and "'work_pool_name': None" in serve, serve
+
+    # the example automation is accepted by the server once its block id is filled in
+    block = _run(env, sys.executable, "-c", _ALERT_BLOCK)
+    assert block.returncode == 0, block.stdout + block.stderr
+    automation = tmp_path / "automation.yaml"
+    automation.write_text(
+        AUTOMATION.read_text(encoding="utf-8").replace("BLOCK_ID", block.stdout.strip()),
+        encoding="utf-8",
+    )
+    created = _run(env, prefect, "automation", "create", "--from-file", str(automation))
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "juryflow-regression-failed" in created.stdout
+
+    # a worker deployment under a served name: serve refuses instead of breaking it
+    taken = _run(
+        env, prefect, "--no-prompt", "deploy", "flows/evaluate.py:evaluate",
+        "--name", "evaluate-serve", "--pool", "juryflow-process",
+    )  # fmt: skip
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    juryflow = str(Path(sys.executable).with_name("juryflow"))
+    refused = _run(env, juryflow, "serve")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "evaluate/evaluate-serve" in refused.stderr and "prefect deploy" in refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr

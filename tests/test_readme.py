@@ -1,0 +1,332 @@
+"""Every command the README shows is run here or by a named test or CI script.
+
+A command in a ```bash block (or a ``$ `` line of a transcript) is either
+
+- run by this module against a real store made by ``juryflow run`` on the bundled sample
+  (the ``juryflow sql`` queries, ``juryflow agreement``, ``juryflow disagreements``), or
+- listed in :data:`ELSEWHERE` with the test or CI script that runs it, whose file must
+  exist and mention it, or with the reason it is shown for reference only (API keys,
+  network, a server that runs until Ctrl-C).
+
+A README command in neither fails, so a README that drifts from the code fails CI. The
+inline ``juryflow X`` commands of the README's tables must name commands the CLI has.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import REPO
+
+README = REPO / "README.md"
+JURYFLOW = str(Path(sys.executable).with_name("juryflow"))
+_FENCE = re.compile(r"^\s*```(\w*)\s*$")
+# Words the README uses for "put yours here": such a command cannot run as shown.
+_PLACEHOLDER = re.compile(r"^\[.*\]$|^(RUN|DATASET|PANEL)$|<[a-z ]+>|\.\.\.")
+RUN_HERE = ("sql", "agreement", "disagreements")
+
+
+@dataclass(frozen=True)
+class Command:
+    line: int
+    argv: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.argv).split())
+
+    @property
+    def runs_here(self) -> bool:
+        return (
+            len(self.argv) > 1
+            and self.argv[0] == "juryflow"
+            and self.argv[1] in RUN_HERE
+            and not any(_PLACEHOLDER.search(arg) for arg in self.argv[2:])
+        )
+
+
+def readme_commands(text: str) -> list[Command]:
+    """The commands of ```bash blocks (a command may span lines: open quotes, ``\\``) and
+    the ``$ `` lines of plain blocks, with comments dropped."""
+    commands: list[Command] = []
+    lang: str | None = None
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        fence = _FENCE.match(line)
+        if fence:
+            lang = None if lang is not None else fence.group(1)
+            pending = ""
+            continue
+        if lang == "bash":
+            stripped = line.strip()
+            if not pending and (not stripped or stripped.startswith("#")):
+                continue
+            if not pending:
+                start = number
+            pending = f"{pending}\n{line}" if pending else line
+            if pending.rstrip().endswith("\\"):
+                continue
+            try:
+                argv = shlex.split(pending, comments=True)
+            except ValueError:  # an open quote: the command goes on on the next line
+                continue
+            commands.append(Command(start, tuple(argv)))
+            pending = ""
+        elif lang == "" and line.startswith("$ "):
+            commands.append(Command(number, tuple(shlex.split(line[2:], comments=True))))
+    return commands
+
+
+# README command → (where it is run, or "reference", and a marker that file must contain /
+# the reason it is only shown).
+ELSEWHERE: dict[str, tuple[str, str]] = {
+    "bash scripts/test.sh": (".ci/run", "bash scripts/test.sh"),
+    "bash scripts/run-sample.sh": (".ci/run", "bash scripts/run-sample.sh"),
+    ".venv/bin/python bench/bench_consensus.py": (".ci/run", "bench/bench_consensus.py"),
+    "juryflow reaggregate RUN --consensus spans=at_least:2 --consensus verdict=spans": (
+        "tests/test_reaggregate.py",
+        "consensus=[",
+    ),
+    "juryflow reaggregate RUN --quorum 3 --min-votes 1": (
+        "tests/test_reaggregate.py",
+        "--min-votes",
+    ),
+    "juryflow calibrate RUN --name mine [--folds 5] [--group source_id]": (
+        "tests/test_calibration.py",
+        "calibrate",
+    ),
+    "juryflow reaggregate RUN --calibration mine": ("tests/test_calibration.py", "--calibration"),
+    "juryflow run DATASET --panel PANEL --calibration mine": (
+        "tests/test_calibration.py",
+        "--calibration",
+    ),
+    "export ANTHROPIC_API_KEY=... OPENAI_API_KEY=...": ("reference", "needs API keys"),
+    "ollama serve & ollama pull llama3.1": ("reference", "needs Ollama and a model download"),
+    "juryflow run examples/ragtruth_data2txt_sample.jsonl "
+    "--panel examples/panel.claude-gpt-ollama.yaml": (
+        "reference",
+        "needs Anthropic and OpenAI keys and an Ollama server; the same code paths run "
+        "against the stand-in server in tests/test_flow_llm.py",
+    ),
+    "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
+    "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml": (
+        "tests/test_runs_cli.py",
+        "panel.stub.yaml",
+    ),
+    "juryflow report [RUN] -o report.html": ("tests/test_report.py", "report"),
+    "chromium --headless --no-sandbox --disable-gpu --screenshot=report.png "
+    "--window-size=1280,2000 file://$PWD/report.html": ("tests/test_report.py", "--screenshot"),
+    "prefect server start": ("tests/test_deploy.py", '"server", "start"'),
+    "prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api": (
+        "tests/test_deploy.py",
+        "PREFECT_API_URL",
+    ),
+    "prefect work-pool create juryflow-process --type process": (
+        "tests/test_deploy.py",
+        '"work-pool", "create", "juryflow-process"',
+    ),
+    "prefect deploy --all": ("tests/test_deploy.py", '"deploy", "--all"'),
+    "prefect worker start --pool juryflow-process": (
+        "reference",
+        "a worker runs until stopped; tests/test_deploy.py checks the deployments it runs",
+    ),
+    "sed -i s/BLOCK_ID/<your block id>/ examples/automation.failed-regression.yaml": (
+        "tests/test_deploy.py",
+        '"BLOCK_ID"',
+    ),
+    "prefect automation create --from-file examples/automation.failed-regression.yaml": (
+        "tests/test_deploy.py",
+        '"automation", "create", "--from-file"',
+    ),
+    "PREFECT_API_URL=http://127.0.0.1:4200/api juryflow serve [DATASET] --panel PANEL": (
+        "tests/test_deploy.py",
+        "juryflow serve",
+    ),
+}
+
+
+COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+
+
+def test_the_extractor_finds_multiline_commands_and_transcripts() -> None:
+    text = (
+        '```bash\n# a comment\njuryflow sql "SELECT 1\n   FROM runs"   # why\n'
+        'chromium a \\\n  b\n```\n\n```\n$ juryflow sql "DELETE FROM x"\nerror: no\n```\n'
+    )
+    found = [(c.line, c.text) for c in readme_commands(text)]
+    assert found == [
+        (3, "juryflow sql SELECT 1 FROM runs"),
+        (5, "chromium a b"),
+        (10, "juryflow sql DELETE FROM x"),
+    ]
+
+
+def test_every_readme_command_is_run_somewhere() -> None:
+    assert len(COMMANDS) > 20
+    unaccounted = [
+        f"README.md:{c.line}: {c.text}"
+        for c in COMMANDS
+        if not c.runs_here and c.text not in ELSEWHERE
+    ]
+    assert not unaccounted, (
+        "README commands that nothing runs: run them in tests/test_readme.py or add them "
+        "to its ELSEWHERE with the test that runs them:\n" + "\n".join(unaccounted)
+    )
+    shown = {c.text for c in COMMANDS}
+    stale = sorted(set(ELSEWHERE) - shown)
+    assert not stale, f"ELSEWHERE lists commands the README no longer shows: {stale}"
+    for text, (where, marker) in ELSEWHERE.items():
+        if where == "reference":
+            assert marker, text
+            continue
+        content = (REPO / where).read_text(encoding="utf-8")
+        assert marker in content, f"{where} does not run `{text}` (no {marker!r} in it)"
+
+
+def test_every_readme_sql_query_names_one_run() -> None:
+    """The issue: queries with no run filter doubled every figure after a second run."""
+    queries = [c for c in COMMANDS if c.argv[:2] == ("juryflow", "sql")]
+    assert len(queries) >= 10
+    for command in queries:
+        sql = command.argv[2]
+        if not sql.lstrip().upper().startswith("SELECT"):
+            continue
+        assert re.search(r"\bWHERE run_id = \(SELECT max\(run_id\) FROM \w+\)", sql), (
+            f"README.md:{command.line}: the query reads every run; scope it to one"
+        )
+
+
+def test_inline_commands_name_real_subcommands() -> None:
+    import typer.main
+    from typer.core import TyperGroup
+
+    from flows.cli import app
+
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"`juryflow ([a-z][a-z-]*)", text))
+    assert {"agreement", "disagreements", "sql", "run"} <= named
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    known = set(group.commands)
+    assert named <= known, f"README names juryflow commands that do not exist: {named - known}"
+
+
+# --- running the README's queries against a real store ------------------------------
+
+
+def _env(db: Path, home: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "JURYFLOW_DB": str(db),
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "COLUMNS": "200",
+    }
+
+
+@dataclass(frozen=True)
+class Stores:
+    one_run: Path  # what `juryflow run` made
+    two_runs: Path  # the same plus an older copy of that run: a second run on the store
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
+    tmp = tmp_path_factory.mktemp("readme")
+    one = tmp / "one.duckdb"
+    home = Path(os.environ.get("PREFECT_HOME", str(tmp / "prefect-home")))
+    made = subprocess.run(
+        [JURYFLOW, "run"], env=_env(one, home), cwd=tmp, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    two = tmp / "two.duckdb"
+    shutil.copyfile(one, two)
+    with duckdb.connect(str(two)) as con:
+        (run_id,) = con.execute("SELECT max(run_id) FROM runs").fetchone() or ("",)
+        older = "00000000-000000-" + run_id.rsplit("-", 1)[-1]
+        tables = [
+            name
+            for (name,) in con.execute(
+                "SELECT table_name FROM information_schema.columns c JOIN "
+                "information_schema.tables t USING (table_schema, table_name) "
+                "WHERE column_name = 'run_id' AND table_type = 'BASE TABLE'"
+            ).fetchall()
+        ]
+        for table in tables:
+            con.execute(
+                f"INSERT INTO {table} SELECT * REPLACE (? AS run_id) FROM {table} WHERE run_id = ?",
+                [older, run_id],
+            )
+    yield Stores(one, two, _env(two, home))
+
+
+def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
+    """Each command runs as shown on a store holding a second run; each query gives the
+    same rows as on the store with one run (an unscoped query would count both).
+
+    In-process through the CLI app (its real code and a real DuckDB file), because a
+    subprocess per command costs seconds of imports each; the CSV test below and the
+    store fixture run `juryflow` as a subprocess."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    runner = CliRunner()
+    # shown in the prose and tables above their outputs rather than in a bash block
+    extra = (
+        Command(0, ("juryflow", "agreement")),
+        Command(0, ("juryflow", "disagreements", "--top", "2")),
+    )
+    for command in [*(c for c in COMMANDS if c.runs_here), *extra]:
+        where = f"README.md:{command.line}: {command.text}"
+        result = runner.invoke(app, list(command.argv[1:]), env=stores.env)
+        shown = result.output
+        # a Python error in the command, not an exit code the command chose
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            where + "\n" + repr(result.exception)
+        )
+        if command.argv[1] == "sql" and not command.argv[2].lstrip().upper().startswith("SELECT"):
+            # the README shows this one refused
+            assert result.exit_code == 2 and "refused" in shown, where + "\n" + shown
+            continue
+        assert result.exit_code == 0, where + "\n" + shown
+        if command.argv[1] == "sql":
+            sql = command.argv[2]
+            # as multisets: a query without ORDER BY may list its rows in any order
+            assert sorted(map(repr, _rows(stores.two_runs, sql))) == sorted(
+                map(repr, _rows(stores.one_run, sql))
+            ), where
+
+
+def test_readme_csv_output_is_what_the_sample_gives(stores: Stores) -> None:
+    """The README's `--format csv` example shows the sample's figures, with LF line ends."""
+    (command,) = [c for c in COMMANDS if c.runs_here and "--format" in c.argv]
+    result = subprocess.run(
+        [JURYFLOW, *command.argv[1:]], env=stores.env, cwd=REPO, capture_output=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(b"\n") and b"\r" not in result.stdout, "CSV lines end with CRLF"
+    shown = result.stdout.decode("utf-8").strip()
+    assert shown in README.read_text(encoding="utf-8"), (
+        "README's CSV example differs from the sample's output:\n" + shown
+    )
