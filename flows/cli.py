@@ -22,6 +22,29 @@ app = typer.Typer(
 console = Console()
 err = Console(stderr=True)
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            console.print(f"juryflow {version('juryflow')}", highlight=False)
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            console.print("juryflow (not installed: pip install -e .)", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Judge panels for LLM evaluations: run, agree, disagree, query."""
+
+
 DbOption = Annotated[
     str | None,
     typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),

@@ -88,3 +88,13 @@ def test_bad_rows_are_stored_and_listed_while_the_rest_is_judged(tmp_path: Path)
     assert "is empty" in errors[2][1] and "1,048,576 characters" in errors[3][1]
     _, judged = Store(db).query("SELECT count(DISTINCT item_id), count(*) FROM judgments")
     assert judged == [(3, 9)]
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"juryflow {version('juryflow')}"
