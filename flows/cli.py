@@ -101,6 +101,16 @@ def run(
         str | None,
         typer.Option(help="Combine the judges by this stored calibration (juryflow calibrate)."),
     ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Judge only the first N items of the dataset.")
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option(min=1, help="Judge N items drawn at random from the whole dataset."),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**31 - 1, help="Seed of --sample (same seed, same items).")
+    ] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB."""
@@ -120,7 +130,9 @@ def run(
             from storage.run_queries import resolve_run_id
             from storage.store import Store
 
-            _refuse_settings_on_resume(quorum=quorum, calibration=calibration)
+            _refuse_settings_on_resume(
+                quorum=quorum, calibration=calibration, limit=limit, sample=sample
+            )
             # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
             resume = resolve_run_id(Store(db), resume)
             # By name: typer carries its own copy of click, so the enum is not click's.
@@ -137,6 +149,9 @@ def run(
             )
             warnings = preflight_resume(db, resume, request)
         else:
+            from flows.run_setup import check_selection
+
+            check_selection(limit, sample)
             warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
         for warning in warnings:
             err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
@@ -154,6 +169,9 @@ def run(
                 use_cache=not no_cache,
                 max_chars=max_chars,
                 calibration=calibration,
+                limit=limit,
+                sample=sample,
+                seed=seed,
             ),
             dask=dask,
         )

@@ -35,7 +35,13 @@ from judges.consensus import item_consensus
 from judges.panel import JudgeSpec
 from judges.records import Item, Judgment
 from storage.connection import Patience, StoreError, patient_waits
-from storage.datasets import DEFAULT_MAX_CHARS, RowError, count_rows, read_items
+from storage.datasets import (
+    DEFAULT_MAX_CHARS,
+    RowError,
+    count_rows,
+    read_items,
+    select_items,
+)
 from storage.journal import Journal, journal_path
 
 T = TypeVar("T")
@@ -240,9 +246,16 @@ class ChunkRunner:
 async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowError]:
     plan = runner.plan
     total = count_rows(plan.dataset)
+    if total is not None and (plan.limit or plan.sample):
+        total = min(total, plan.limit or plan.sample or total)
     if total is not None:
         progress.emit(progress.Total(total, len(plan.panel.judges)))
-    rows = read_items(plan.dataset, plan.needed_variables, plan.mapping, plan.max_chars)
+    rows = select_items(
+        read_items(plan.dataset, plan.needed_variables, plan.mapping, plan.max_chars),
+        plan.limit,
+        plan.sample,
+        plan.seed,
+    )
     # Bounding the chunks in flight bounds memory: the dataset is read only as fast as
     # chunks finish, whatever its size.
     slots = asyncio.Semaphore(chunks_in_flight)
@@ -373,6 +386,9 @@ async def evaluate(
     distributed: bool = False,
     chunks_in_flight: int = 4,
     calibration: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
     logger = get_run_logger()
@@ -395,6 +411,9 @@ async def evaluate(
             max_chars=max_chars,
             flow_run_id=flow_run_id,
             calibration=calibration,
+            limit=limit,
+            sample=sample,
+            seed=seed,
         )
         logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
         progress.started(plan.run_id, str(plan.store.path), flow_run_id)

@@ -51,6 +51,11 @@ class RunPlan:
     resumed: bool
     rule: ConsensusRule = DEFAULT_RULE
     """The consensus rule, ``verdict: auto`` resolved for the panel."""
+    limit: int | None = None
+    """Judge only the first ``limit`` items of the dataset."""
+    sample: int | None = None
+    """Judge ``sample`` items drawn uniformly with ``seed`` (see ``select_items``)."""
+    seed: int = 0
 
     @property
     def templates(self) -> list[PromptTemplate]:
@@ -221,6 +226,15 @@ def preflight_resume(db: str | None, run_id: str, given: ResumeRequest | None = 
     return warnings
 
 
+def check_selection(limit: int | None, sample: int | None) -> None:
+    """``--limit`` and ``--sample`` are whole positive numbers, and only one of them."""
+    if limit is not None and sample is not None:
+        raise RunSetupError("give --limit N (the first N items) or --sample N, not both")
+    for name, value in (("--limit", limit), ("--sample", sample)):
+        if value is not None and value < 1:
+            raise RunSetupError(f"{name} {value}: give 1 or more items")
+
+
 def plan_run(
     *,
     dataset: str | None,
@@ -235,8 +249,12 @@ def plan_run(
     max_chars: int = DEFAULT_MAX_CHARS,
     flow_run_id: str | None = None,
     calibration: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
 ) -> RunPlan:
     check_sizes(chunk_size, max_chars)
+    check_selection(limit, sample)
     store = Store(db)
     store.migrate()
     if resume:
@@ -261,6 +279,9 @@ def plan_run(
         use_cache=use_cache,
         resumed=False,
         rule=rule,
+        limit=limit,
+        sample=sample,
+        seed=seed,
     )
     store.create_run(
         RunRecord(
@@ -284,6 +305,9 @@ def plan_run(
                 "max_chars": max_chars,
                 "use_cache": use_cache,
                 "calibration": calibration,
+                "limit": limit,
+                "sample": sample,
+                "seed": seed,
             },
             flow_run_id=flow_run_id,
             consensus=rule.to_dict(),
@@ -336,6 +360,10 @@ def _resume_plan(
         # The run's own choice: --no-cache on a resume is refused, not half applied.
         use_cache=bool(parameters.get("use_cache", use_cache)),
         resumed=True,
+        # The same items as the run started with: the dataset's fingerprint is checked.
+        limit=parameters.get("limit"),
+        sample=parameters.get("sample"),
+        seed=int(parameters.get("seed") or 0),
         # The rule the run started with, so resumed chunks agree with the stored ones.
         rule=(
             ConsensusRule.from_dict(run.consensus).resolve(panel_spec.all_span_judges)

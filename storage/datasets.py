@@ -443,3 +443,62 @@ def read_items(
                 continue
             seen.add(result.item_id)
         yield result
+
+
+def select_items(
+    rows: Iterator[Item | RowError],
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+) -> Iterator[Item | RowError]:
+    """The rows a run judges: all of them, the first ``limit`` items, or ``sample`` items
+    drawn uniformly (seeded) from the whole file, yielded in file order.
+
+    Row errors pass through as they are met (with ``limit``, only those before the last
+    item taken). A sample reads the whole file first and holds only the ``sample`` items
+    drawn (reservoir sampling), so the same file and seed always give the same items,
+    which is what ``--resume`` relies on.
+
+    >>> rows = [Item(str(i), {}, row_number=i) for i in range(1, 11)]
+    >>> [r.item_id for r in select_items(iter(rows), limit=3)]
+    ['1', '2', '3']
+    >>> picked = [r.item_id for r in select_items(iter(rows), sample=4, seed=7)]
+    >>> len(picked), picked == sorted(picked, key=int)
+    (4, True)
+    >>> picked == [r.item_id for r in select_items(iter(rows), sample=4, seed=7)]
+    True
+    """
+    if limit is not None and sample is not None:
+        raise ValueError("give --limit or --sample, not both")
+    if limit is None and sample is None:
+        yield from rows
+        return
+    if limit is not None:
+        taken = 0
+        if limit <= 0:
+            return
+        for row in rows:
+            yield row
+            if isinstance(row, Item):
+                taken += 1
+                if taken >= limit:
+                    return
+        return
+    assert sample is not None
+    import random
+
+    rng = random.Random(seed)
+    reservoir: list[Item] = []
+    seen = 0
+    for row in rows:
+        if not isinstance(row, Item):
+            yield row
+            continue
+        seen += 1
+        if len(reservoir) < sample:
+            reservoir.append(row)
+        else:
+            slot = rng.randrange(seen)
+            if slot < sample:
+                reservoir[slot] = row
+    yield from sorted(reservoir, key=lambda item: item.row_number)
