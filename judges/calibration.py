@@ -262,19 +262,12 @@ class Scored:
 
 def score(data: CalibrationData, pred: Prediction, items: BoolArray | None = None) -> Scored:
     items = np.ones(data.n_items, dtype=bool) if items is None else items
-    use = items & ~np.isnan(data.gold_verdict)
-    gold = data.gold_verdict > 0.5
-    response = PRF.from_counts(
-        tp=int((pred.verdict & gold & use).sum()),
-        fp=int((pred.verdict & ~gold & use).sum()),
-        fn=int((~pred.verdict & gold & use).sum()),
-    )
+    tp, fp, fn = (int(v) for v in _verdict_counts_per_item(data, pred.verdict)[items].sum(axis=0))
+    response = PRF.from_counts(tp=tp, fp=fp, fn=fn)
     spans = None
     if data.span_labelled.any() and data.has_spans and pred.chars.size:
-        in_scope = (items & data.span_labelled)[data.char_item]
-        p, g = pred.chars & in_scope, data.gold_chars & in_scope
-        overlap = int((p & g).sum())
-        spans = PRF.from_counts(tp=overlap, fp=int(p.sum()) - overlap, fn=int(g.sum()) - overlap)
+        tp, fp, fn = (int(v) for v in _span_counts_per_item(data, pred.chars)[items].sum(axis=0))
+        spans = PRF.from_counts(tp=tp, fp=fp, fn=fn)
     return Scored(response, spans)
 
 
@@ -499,22 +492,20 @@ def earns_its_keep(
     n_groups = int(group_index.max()) + 1 if group_index.size else 0
     if n_groups < 2:
         return False
-    diff = challenger.astype(np.float64), incumbent.astype(np.float64)
-    observed = float(_f1_of(diff[0].sum(axis=0)) - _f1_of(diff[1].sum(axis=0)))
+    ours, theirs = challenger.astype(np.float64), incumbent.astype(np.float64)
+    observed = float(_f1_of(ours.sum(axis=0)) - _f1_of(theirs.sum(axis=0)))
     if observed <= 0:
         return False
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(n_groups, np.full(n_groups, 1 / n_groups), size=BOOTSTRAP_SAMPLES)
     weights = draws[:, group_index].astype(np.float64)  # (B, m) item weights
-    boot = _f1_of(np.einsum("bm,mk->bk", weights, diff[0])) - _f1_of(
-        np.einsum("bm,mk->bk", weights, diff[1])
+    boot = _f1_of(np.einsum("bm,mk->bk", weights, ours)) - _f1_of(
+        np.einsum("bm,mk->bk", weights, theirs)
     )
     return observed > MARGIN_SE * float(np.std(boot))
 
 
-def _select(
-    counts: IntArray, alone: Sequence[int], data: CalibrationData, train: BoolArray
-) -> int:
+def _select(counts: IntArray, alone: Sequence[int], data: CalibrationData, train: BoolArray) -> int:
     """The best candidate on ``train`` by F1 of its (c, m, 3) counts, unless it is a
     combining rule that does not beat the best judge-alone candidate by ``MARGIN_SE``
     standard errors (then that judge). Ties keep the earlier, simpler candidate."""
