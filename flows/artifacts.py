@@ -13,9 +13,9 @@ from typing import Any
 
 import duckdb
 
-from flows.run_figures import cost_split
 from storage.comparisons import latest_comparison
 from storage.connection import StoreError
+from storage.run_queries import cost_split
 from storage.store import Store
 
 _log = logging.getLogger("juryflow.artifacts")

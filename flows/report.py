@@ -48,10 +48,10 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
-from flows.run_figures import cost_split
 from judges.agreement import merge_spans
 from storage.comparisons import latest_comparison
 from storage.files import write_private_text
+from storage.run_queries import cost_split
 from storage.store import RunRecord, Store
 
 T = TypeVar("T")

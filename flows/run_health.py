@@ -11,25 +11,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from judges.breaker import StoppedJudge
+from storage.run_queries import quorum_miss_reasons
 from storage.store import Store
 
 QUORUM_MISS_SHARE = 0.5
 """More than this share of items without a consensus makes the run a failure."""
 
 _TOP_REASONS = 3
-
-# Reasons quote item-specific detail after their first colon; provider errors keep their
-# kind (auth, server, ...) and lose the attempt count, so that alike failures group.
-_REASON_GROUPS = (
-    "SELECT judge_id, regexp_replace("
-    "  CASE WHEN unscored_reason LIKE 'provider error%' "
-    "    THEN split_part(unscored_reason, ':', 1) || ':' || split_part(unscored_reason, ':', 2) "
-    "    ELSE split_part(unscored_reason, ':', 1) END, "
-    "  ' after [0-9]+ attempts?', '') AS why, count(*) AS n "
-    "FROM judgments j JOIN consensus c USING (run_id, item_id) "
-    "WHERE j.run_id = ? AND c.status = 'insufficient' AND j.score IS NULL "
-    "GROUP BY ALL ORDER BY n DESC, judge_id, why LIMIT ?"
-)
 
 
 def health(
@@ -40,8 +28,7 @@ def health(
     missed = int(summary.get("insufficient") or 0)
     quorum_missed: dict[str, Any] | None = None
     if items and missed > items * QUORUM_MISS_SHARE:
-        _, rows = store.query(_REASON_GROUPS, [run_id, _TOP_REASONS])
-        reasons = [{"judge_id": r[0], "reason": r[1].strip(), "count": int(r[2])} for r in rows]
+        reasons = quorum_miss_reasons(store, run_id, _TOP_REASONS)
         quorum_missed = {
             "items": missed,
             "of": items,

@@ -145,3 +145,71 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path) -> int:
             f"COPY ({query}) TO $path ({options})", {"run": run_id, "path": str(path)}
         ).fetchone()
     return int(row[0]) if row else 0  # COPY answers with the number of rows it wrote
+
+
+def spent_totals(store: Store, run_id: str) -> tuple[int, int, int, int]:
+    """Judgments, retries, input and output tokens of the calls this run made itself
+    (cached judgments excluded)."""
+    _, totals = store.query(
+        "SELECT count(*), "
+        "coalesce(sum(attempts - 1) FILTER (WHERE NOT cached AND attempts > 1), 0), "
+        "coalesce(sum(input_tokens) FILTER (WHERE NOT cached), 0), "
+        "coalesce(sum(output_tokens) FILTER (WHERE NOT cached), 0) "
+        "FROM judgments WHERE run_id = ?",
+        [run_id],
+    )
+    judgments, retries, tokens_in, tokens_out = totals[0]
+    return int(judgments), int(retries), int(tokens_in), int(tokens_out)
+
+
+def cost_split(store: Store, run_id: str) -> dict[str, float]:
+    """``cost_spent_usd``: the run's model calls; ``cost_reused_usd``: what the judgments it
+    took from the cache (or copied, for ``reaggregate``) cost when they were first made."""
+    _, rows = store.query(
+        "SELECT coalesce(sum(cost_usd) FILTER (WHERE NOT cached), 0), "
+        "coalesce(sum(cost_usd) FILTER (WHERE cached), 0) "
+        "FROM judgments WHERE run_id = ?",
+        [run_id],
+    )
+    spent, reused = rows[0]
+    return {"cost_spent_usd": float(spent), "cost_reused_usd": float(reused)}
+
+
+def unscored_by_judge(store: Store, run_id: str, top: int) -> list[dict[str, Any]]:
+    """Per judge with unscored judgments: how many, and its ``top`` most frequent reasons."""
+    _, rows = store.query(
+        "SELECT judge_id, unscored_reason, count(*) AS n, "
+        "sum(count(*)) OVER (PARTITION BY judge_id) AS total, "
+        "row_number() OVER (PARTITION BY judge_id ORDER BY count(*) DESC, unscored_reason) "
+        "AS rank "
+        "FROM judgments WHERE run_id = ? AND score IS NULL "
+        "GROUP BY judge_id, unscored_reason QUALIFY rank <= ? ORDER BY judge_id, rank",
+        [run_id, top],
+    )
+    judges: dict[str, dict[str, Any]] = {}
+    for judge_id, reason, n, total, _rank in rows:
+        entry = judges.setdefault(
+            str(judge_id), {"judge_id": str(judge_id), "unscored": int(total), "reasons": []}
+        )
+        entry["reasons"].append({"reason": str(reason or ""), "count": int(n)})
+    return list(judges.values())
+
+
+# Reasons quote item-specific detail after their first colon; provider errors keep their
+# kind (auth, server, ...) and lose the attempt count, so that alike failures group.
+_QUORUM_MISS_REASONS = (
+    "SELECT judge_id, regexp_replace("
+    "  CASE WHEN unscored_reason LIKE 'provider error%' "
+    "    THEN split_part(unscored_reason, ':', 1) || ':' || split_part(unscored_reason, ':', 2) "
+    "    ELSE split_part(unscored_reason, ':', 1) END, "
+    "  ' after [0-9]+ attempts?', '') AS why, count(*) AS n "
+    "FROM judgments j JOIN consensus c USING (run_id, item_id) "
+    "WHERE j.run_id = ? AND c.status = 'insufficient' AND j.score IS NULL "
+    "GROUP BY ALL ORDER BY n DESC, judge_id, why LIMIT ?"
+)
+
+
+def quorum_miss_reasons(store: Store, run_id: str, top: int) -> list[dict[str, Any]]:
+    """The ``top`` (judge, reason kind) pairs behind the items that missed the quorum."""
+    _, rows = store.query(_QUORUM_MISS_REASONS, [run_id, top])
+    return [{"judge_id": r[0], "reason": r[1].strip(), "count": int(r[2])} for r in rows]
