@@ -43,7 +43,7 @@ def prefect_env(tmp: Path) -> None:
 
 
 def quiet() -> None:
-    from flows.prefect_env import quiet_prefect_logging
+    from juryflow.prefect_env import quiet_prefect_logging
 
     quiet_prefect_logging(verbose=False)
 
@@ -86,7 +86,7 @@ def write_stub_panel(
 
 
 def start_stub_process(latency_ms: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m judges.stub_server`` in its own process; returns it and its base URL."""
+    """``python -m juryflow.judges.stub_server`` in its own process; returns it and its base URL."""
     import socket
 
     with socket.socket() as sock:
@@ -96,7 +96,7 @@ def start_stub_process(latency_ms: float = 0.0) -> tuple[subprocess.Popen[bytes]
         [
             sys.executable,
             "-m",
-            "judges.stub_server",
+            "juryflow.judges.stub_server",
             "--port",
             str(port),
             "--latency-ms",

@@ -57,10 +57,10 @@ def main() -> int:
         print(f"no dataset at {dataset}; pass a RAGTruth-style JSONL path", file=sys.stderr)
         return 2
 
-    from flows.calibrate import run_calibration
-    from flows.evaluate import evaluate
-    from judges.stub_server import StubConfig, load_gold, running_stub_server
-    from storage.store import Store
+    from juryflow.calibrate import run_calibration
+    from juryflow.evaluate import evaluate
+    from juryflow.judges.stub_server import StubConfig, load_gold, running_stub_server
+    from juryflow.storage.store import Store
 
     print(f"dataset {dataset} · {args.folds}-fold cross-validation grouped by source")
     print()

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-from judges.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
-from storage.store import Store
+from juryflow.judges.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
+from juryflow.storage.store import Store
 
 TARGET_S = 1.0
 RUN_ID = "bench-disagreement"

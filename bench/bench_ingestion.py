@@ -79,7 +79,7 @@ def generate(path: Path, rows: int) -> dict[int, bytes]:
 def read_child(dataset: str) -> None:
     """The ``read`` mode's child: stream the file, print one JSON line of figures."""
     sys.path.insert(0, str(_common.REPO))
-    from storage.datasets import RowError, read_items
+    from juryflow.storage.datasets import RowError, read_items
 
     started = time.perf_counter()
     items = 0

@@ -52,7 +52,7 @@ READER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from storage.connection import connect
+    from juryflow.storage.connection import connect
 
     # a long `juryflow sql` read: one read-only connection held for the whole query
     with connect(Path(sys.argv[1]), read_only=True) as con:
@@ -193,8 +193,8 @@ def run_segment(
 
 def answered_pairs(db: Path) -> int:
     """Pairs a call answered, in the store or the journal (provider errors left out)."""
-    from storage.journal import Journal, journal_path
-    from storage.store import Store
+    from juryflow.storage.journal import Journal, journal_path
+    from juryflow.storage.store import Store
 
     if not db.exists():
         return 0
@@ -229,9 +229,9 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="juryflow-soak-"))
     prefect_env(tmp)
-    from judges.stub_server import StubConfig, running_stub_server
-    from storage.journal import journal_path
-    from storage.store import Store
+    from juryflow.judges.stub_server import StubConfig, running_stub_server
+    from juryflow.storage.journal import journal_path
+    from juryflow.storage.store import Store
 
     # Cycled rows repeat prompts: --no-cache below keeps every pair a real call.
     dataset = synth_dataset(tmp / "items.jsonl", args.items)
@@ -249,7 +249,7 @@ def main() -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["JURYFLOW_LOCK_WAIT_SECONDS"] = str(args.lock_wait)
-    base = [sys.executable, "-m", "flows.cli", "run"]
+    base = [sys.executable, "-m", "juryflow", "run"]
     segments: list[Segment] = []
     started = time.monotonic()
     with running_stub_server(config) as stub:

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from judges.records import Judgment, Span
-from storage.store import Store
+from juryflow.judges.records import Judgment, Span
+from juryflow.storage.store import Store
 
 
 def make_batch(start: int, size: int, judges: int) -> list[Judgment]:

@@ -6,7 +6,7 @@ Usage: python bench/bench_throughput.py [--items 2000] [--concurrency 64] [--chu
 2,000 items (the bundled sample cycled, unique ids) x 3 LLM judges (one Anthropic-format and
 two OpenAI-format stub models, prompt data2txt_spans, each ``max_concurrency: C``), through
 the real ``evaluate`` flow with ``use_cache=False``, real SDKs over real HTTP to
-``judges.stub_server`` answering after ``--latency-ms``.
+``juryflow.judges.stub_server`` answering after ``--latency-ms``.
 
 What is measured: the *judging phase*, from the first model request leaving the client to
 the last response coming back (client-side timestamps around every provider ``complete``
@@ -81,8 +81,8 @@ class Timeline:
 
 def instrument(timeline: Timeline) -> None:
     """Record every provider call (one HTTP request and its parsing by the SDK)."""
-    from judges.providers.anthropic import AnthropicClient
-    from judges.providers.openai import OpenAIClient
+    from juryflow.judges.providers.anthropic import AnthropicClient
+    from juryflow.judges.providers.openai import OpenAIClient
 
     for cls in (AnthropicClient, OpenAIClient):
         original = cls.complete
@@ -138,8 +138,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         _common.prefect_env(tmp)
         _common.quiet()
-        from flows.evaluate import evaluate
-        from judges.stub_server import StubConfig, running_stub_server
+        from juryflow.evaluate import evaluate
+        from juryflow.judges.stub_server import StubConfig, running_stub_server
 
         dataset = _common.synth_dataset(tmp / "items.jsonl", args.items)
         client_timeline = Timeline()

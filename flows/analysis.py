@@ -1,7 +1,8 @@
 """Agreement, disagreement and accuracy of a run: wiring between the store and the maths.
 
-No statistics here (they are in :mod:`judges.agreement` and :mod:`judges.gold`) and no SQL
-(it is in :mod:`storage.analysis`). The results are frozen pydantic models, so the CLI,
+No statistics here (they are in :mod:`juryflow.judges.agreement` and
+:mod:`juryflow.judges.gold`) and no SQL
+(it is in :mod:`juryflow.storage.analysis`). The results are frozen pydantic models, so the CLI,
 the HTML report and Prefect artifacts can all use them: ``report.model_dump(mode="json")``
 is plain JSON.
 
@@ -17,10 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from judges import agreement as ag
-from judges import gold as gd
-from storage import analysis as sa
-from storage.store import Store
+from juryflow.judges import agreement as ag
+from juryflow.judges import gold as gd
+from juryflow.storage import analysis as sa
+from juryflow.storage.store import Store
 
 __all__ = [
     "Accuracy",
@@ -509,7 +510,7 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
 
 
 def _reliability(data: sa.RunData) -> Reliability | None:
-    from judges.reliability import reliability_report
+    from juryflow.judges.reliability import reliability_report
 
     if len(data.judge_ids) < 2 or np.isnan(data.verdicts).all():
         return None
@@ -538,7 +539,7 @@ def _reliability(data: sa.RunData) -> Reliability | None:
 
 def record_reliability(store: Store, run_id: str) -> None:
     """Store each judge's unlabelled reliability estimate (``judge_reliability``)."""
-    from storage.store import ReliabilityRow
+    from juryflow.storage.store import ReliabilityRow
 
     report = agreement_report(store, run_id)
     found = report.reliability

@@ -13,10 +13,10 @@ from typing import Any
 
 import duckdb
 
-from storage.comparisons import latest_comparison
-from storage.connection import StoreError
-from storage.run_queries import cost_split
-from storage.store import Store
+from juryflow.storage.comparisons import latest_comparison
+from juryflow.storage.connection import StoreError
+from juryflow.storage.run_queries import cost_split
+from juryflow.storage.store import Store
 
 _log = logging.getLogger("juryflow.artifacts")
 
@@ -208,7 +208,7 @@ async def publish_report_link(store: Store, run_id: str, path: str) -> bool:
 
     The link is a ``file://`` URL: the report is a file next to the store, readable by
     whoever opens the UI on that machine (the report itself is 0600)."""
-    from flows.report import ReportWriteError, write_report
+    from juryflow.report import ReportWriteError, write_report
 
     try:
         written = write_report(store, run_id, path)

@@ -1,7 +1,8 @@
 """`juryflow calibrate RUN`: choose a consensus rule from a labelled run, store it by name.
 
-Wiring only: rows from :mod:`storage.analysis`, maths in :mod:`judges.calibration`, the
-stored record in :mod:`storage.store`. Applying it: ``juryflow run --calibration NAME`` or
+Wiring only: rows from :mod:`juryflow.storage.analysis`, maths in
+:mod:`juryflow.judges.calibration`, the
+stored record in :mod:`juryflow.storage.store`. Applying it: ``juryflow run --calibration NAME`` or
 ``juryflow reaggregate RUN --calibration NAME``.
 """
 
@@ -12,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from judges.calibration import CalibrationData, CalibrationResult, calibrate, word_ids
-from judges.consensus import coverage
-from judges.gold import PRF
-from judges.panel import parse_panel
-from judges.reducers import ConsensusRule
-from storage.analysis import CalibrationRows, calibration_rows
-from storage.store import CalibrationRecord, Store
+from juryflow.judges.calibration import CalibrationData, CalibrationResult, calibrate, word_ids
+from juryflow.judges.consensus import coverage
+from juryflow.judges.gold import PRF
+from juryflow.judges.panel import parse_panel
+from juryflow.judges.reducers import ConsensusRule
+from juryflow.storage.analysis import CalibrationRows, calibration_rows
+from juryflow.storage.store import CalibrationRecord, Store
 
 
 def calibration_data(rows: CalibrationRows, quorum: int) -> CalibrationData:

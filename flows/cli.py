@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from flows.prefect_env import apply_offline_defaults, quiet_prefect_logging
+from juryflow.prefect_env import apply_offline_defaults, quiet_prefect_logging
 
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
-from flows import output  # noqa: E402  (Prefect settings must be in place first)
+from juryflow import output  # noqa: E402  (Prefect settings must be in place first)
 
 app = typer.Typer(
     help="Judge panels for LLM evaluations: run, agree, disagree, query.",
@@ -116,19 +116,19 @@ def run(
     """Run every item through every judge of the panel and store it all in DuckDB."""
     from rich.text import Text
 
-    from flows.interrupts import RunInterrupted
-    from flows.run_setup import preflight, preflight_resume
-    from flows.runner import run_evaluation
-    from judges.panel import PanelError
-    from storage.datasets import DatasetError, parse_mapping
+    from juryflow.interrupts import RunInterrupted
+    from juryflow.judges.panel import PanelError
+    from juryflow.run_setup import preflight, preflight_resume
+    from juryflow.runner import run_evaluation
+    from juryflow.storage.datasets import DatasetError, parse_mapping
 
     quiet_prefect_logging(verbose)
     try:
         mapping = parse_mapping(map_ or [])
         if resume is not None:
-            from flows.run_setup import ResumeRequest
-            from storage.run_queries import resolve_run_id
-            from storage.store import Store
+            from juryflow.run_setup import ResumeRequest
+            from juryflow.storage.run_queries import resolve_run_id
+            from juryflow.storage.store import Store
 
             _refuse_settings_on_resume(
                 quorum=quorum, calibration=calibration, limit=limit, sample=sample
@@ -149,7 +149,7 @@ def run(
             )
             warnings = preflight_resume(db, resume, request)
         else:
-            from flows.run_setup import check_selection
+            from juryflow.run_setup import check_selection
 
             check_selection(limit, sample)
             warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
@@ -184,7 +184,7 @@ def run(
         _fail(str(error))
         return
     output.print_run_summary(console, summary)
-    from flows.run_health import failure_lines
+    from juryflow.run_health import failure_lines
 
     # A stopped judge or a run mostly without consensus is stored, but is no success.
     failures = failure_lines(summary)
@@ -205,8 +205,8 @@ def sql(
     """Query the store, read-only and confined to it: no other file, no extension, no SET."""
     import duckdb
 
-    from storage.connection import StoreError, resolve_db_path
-    from storage.sql_guard import SqlConfinementError, SqlRefused, run_confined
+    from juryflow.storage.connection import StoreError, resolve_db_path
+    from juryflow.storage.sql_guard import SqlConfinementError, SqlRefused, run_confined
 
     if format_ not in {"table", "csv", "json"}:
         _fail("--format must be table, csv or json")
@@ -257,7 +257,7 @@ def stub_server(
     ] = None,
 ) -> None:
     """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
-    from judges.stub_server import StubConfig, load_gold, serve
+    from juryflow.judges.stub_server import StubConfig, load_gold, serve
 
     if fault_429 + fault_500 + fault_hang + fault_drop + malformed > 1:
         _fail("--fault-429, --fault-500, --fault-hang, --fault-drop and --malformed are shares "
@@ -288,15 +288,15 @@ def stub_server(
         )
 
 
-from flows.cli_analysis import register as _register_analysis  # noqa: E402
+from juryflow.cli_analysis import register as _register_analysis  # noqa: E402
 
 _register_analysis(app)  # `agreement` and `disagreements`
 
-from flows.cli_ops import register as _register_ops  # noqa: E402
+from juryflow.cli_ops import register as _register_ops  # noqa: E402
 
 _register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
 
-from flows.cli_runs import register as _register_runs  # noqa: E402
+from juryflow.cli_runs import register as _register_runs  # noqa: E402
 
 _register_runs(app)  # `runs` and `export`
 

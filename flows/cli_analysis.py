@@ -1,7 +1,7 @@
 """`juryflow agreement` and `juryflow disagreements`: the agreement report in a terminal.
 
 Registered on the main app by :func:`register` (``flows/cli.py``); the numbers come from
-:mod:`flows.analysis`, this module only lays them out.
+:mod:`juryflow.analysis`, this module only lays them out.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from flows.analysis import (
+from juryflow.analysis import (
     AgreementReport,
     DisputedItem,
     GroupAgreement,
@@ -24,8 +24,8 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
-from flows.cli_runs import resolve_or_exit
-from flows.output import dump_json, plain, print_error, safe_text
+from juryflow.cli_runs import resolve_or_exit
+from juryflow.output import dump_json, plain, print_error, safe_text
 
 console = Console()
 err = Console(stderr=True)
@@ -50,8 +50,8 @@ def _fail(message: str) -> None:
 
 
 def _load(fn: Callable[[], T]) -> T:
-    from storage.analysis import RunNotFound
-    from storage.connection import StoreError
+    from juryflow.storage.analysis import RunNotFound
+    from juryflow.storage.connection import StoreError
 
     try:
         return fn()
@@ -267,7 +267,7 @@ def agreement(
     format_: FormatOption = "table",
 ) -> None:
     """Agreement between the judges of a run, their bias, and accuracy against human labels."""
-    from storage.store import Store
+    from juryflow.storage.store import Store
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
@@ -375,7 +375,7 @@ def disagreements_command(
     format_: FormatOption = "table",
 ) -> None:
     """The items the judges disagree on most: each judge's score and spans, and the consensus."""
-    from storage.store import Store
+    from juryflow.storage.store import Store
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
@@ -425,8 +425,8 @@ def calibrate_command(
     format_: FormatOption = "table",
 ) -> None:
     """Choose the consensus rule from human labels by grouped k-fold cross-validation."""
-    from flows.calibrate import run_calibration
-    from storage.store import Store
+    from juryflow.calibrate import run_calibration
+    from juryflow.storage.store import Store
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")

@@ -11,8 +11,8 @@ from typing import Annotated, Any, cast
 import typer
 from rich.console import Console
 
-from flows import output
-from flows.cli_runs import resolve_or_exit
+from juryflow import output
+from juryflow.cli_runs import resolve_or_exit
 
 console = Console()
 err = Console(stderr=True)
@@ -31,8 +31,8 @@ def _fail(message: str, code: int = 2) -> None:
 def _check_store(db: str | None) -> None:
     """Refuse a store the flow cannot use before Prefect starts: inside the flow the same
     error would arrive with Prefect's traceback (and, for regression, as exit code 1)."""
-    from storage.connection import StoreError
-    from storage.store import Store
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.store import Store
 
     try:
         Store(db).migrate()
@@ -79,8 +79,8 @@ def regression_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
 ) -> None:
     """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
-    from flows.prefect_env import quiet_prefect_logging
-    from flows.regression import regression
+    from juryflow.prefect_env import quiet_prefect_logging
+    from juryflow.regression import regression
 
     if quorum is not None and quorum < 1:
         _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
@@ -151,8 +151,8 @@ def reaggregate_command(
     db: DbOption = None,
 ) -> None:
     """Recompute RUN's consensus from its stored judgments into a new run; no judge is called."""
-    from flows.prefect_env import quiet_prefect_logging
-    from flows.reaggregate import reaggregate
+    from juryflow.prefect_env import quiet_prefect_logging
+    from juryflow.reaggregate import reaggregate
 
     _check_store(db)
     run_id = resolve_or_exit(db, run_id) or run_id
@@ -192,10 +192,10 @@ def report_command(
     db: DbOption = None,
 ) -> None:
     """Write a self-contained HTML report of RUN (no script, no network)."""
-    from flows.report import write_report
-    from storage.connection import StoreError
-    from storage.paths import writable_file
-    from storage.store import Store
+    from juryflow.report import write_report
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.paths import writable_file
+    from juryflow.storage.store import Store
 
     store = Store(db)
     run_id = resolve_or_exit(db, run_id)
@@ -227,7 +227,7 @@ def serve_command(
     timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
 ) -> None:
     """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""
-    from flows.serve import ServeError, check_no_collision, serve_nightly
+    from juryflow.serve import ServeError, check_no_collision, serve_nightly
 
     try:
         check_no_collision()

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows import output
+from juryflow import output
 
 console = Console()
 err = Console(stderr=True)
@@ -37,9 +37,9 @@ def resolve_or_exit(db: str | None, text: str | None, option: str = "RUN") -> st
     exit code 2. Commands call it where they read their arguments, before any work."""
     if text is None:
         return None
-    from storage.connection import StoreError
-    from storage.run_queries import RunIdError, resolve_run_id
-    from storage.store import Store
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.run_queries import RunIdError, resolve_run_id
+    from juryflow.storage.store import Store
 
     try:
         return resolve_run_id(Store(db), text)
@@ -79,9 +79,9 @@ def runs_command(
 ) -> None:
     """The runs in the store, newest first: status, kind, panel, dataset, items, unscored,
     cost and duration."""
-    from storage.connection import StoreError
-    from storage.run_queries import list_runs
-    from storage.store import Store
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.run_queries import list_runs
+    from juryflow.storage.store import Store
 
     if format_ not in {"table", "csv", "json"}:
         _fail("--format must be table, csv or json")
@@ -127,10 +127,10 @@ def export_command(
     db: DbOption = None,
 ) -> None:
     """Write RUN's items, one row per item and judge, with each judgment and the consensus."""
-    from storage.connection import StoreError
-    from storage.paths import UnwritablePathError, reason, writable_file
-    from storage.run_queries import export_run
-    from storage.store import Store
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.paths import UnwritablePathError, reason, writable_file
+    from juryflow.storage.run_queries import export_run
+    from juryflow.storage.store import Store
 
     if format_ not in EXTENSIONS:
         _fail(f"--format {format_}: choose parquet, csv or jsonl")

@@ -16,8 +16,8 @@ from prefect.futures import PrefectFuture
 from prefect.runtime import flow_run
 from prefect.states import Cancelled
 
-from flows import progress
-from flows.interrupts import (
+from juryflow import progress
+from juryflow.interrupts import (
     EXIT_CODES,
     InterruptedRun,
     Interruption,
@@ -25,24 +25,24 @@ from flows.interrupts import (
     record,
     resume_hint,
 )
-from flows.prefect_env import quiet_stopped_run
-from flows.run_figures import run_figures
-from flows.run_health import health
-from flows.run_setup import RunPlan, plan_run
-from flows.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
-from judges.breaker import StoppedJudge, forget_run
-from judges.consensus import item_consensus
-from judges.panel import JudgeSpec
-from judges.records import Item, Judgment
-from storage.connection import Patience, StoreError, patient_waits
-from storage.datasets import (
+from juryflow.judges.breaker import StoppedJudge, forget_run
+from juryflow.judges.consensus import item_consensus
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.records import Item, Judgment
+from juryflow.prefect_env import quiet_stopped_run
+from juryflow.run_figures import run_figures
+from juryflow.run_health import health
+from juryflow.run_setup import RunPlan, plan_run
+from juryflow.storage.connection import Patience, StoreError, patient_waits
+from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
     RowError,
     count_rows,
     read_items,
     select_items,
 )
-from storage.journal import Journal, journal_path
+from juryflow.storage.journal import Journal, journal_path
+from juryflow.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
 
 T = TypeVar("T")
 
@@ -287,7 +287,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowE
         await asyncio.gather(*pending, return_exceptions=True)
         raise
     if plan.rule.needs_fit:
-        from flows.reaggregate import refit_run_consensus
+        from juryflow.reaggregate import refit_run_consensus
 
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
     await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
@@ -313,7 +313,7 @@ async def _mark_ended(
     await runner.close()
     await close_judges()
     # The message may quote a URL, header or key (SDK and HTTP errors do); runs.error is kept.
-    from judges.redact import redact_text
+    from juryflow.judges.redact import redact_text
 
     message = redact_text(f"{type(error).__name__}: {error}")
     patience.stop.clear()  # an interruption may have ended the waits; this one must land
@@ -444,7 +444,7 @@ async def evaluate(
             await runner.close()
             await close_judges()
             plan.store.finish_run(plan.run_id, "completed")
-        from flows.analysis import record_reliability  # the store holds what the report shows
+        from juryflow.analysis import record_reliability  # the store holds what the report shows
 
         await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
         summary = plan.store.run_summary(plan.run_id)
@@ -462,7 +462,7 @@ async def evaluate(
         )
         # Stopped judges and quorum misses: the command line exits 1 on them.
         summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
-        from flows.artifacts import publish_run_artifacts  # never fails the run
+        from juryflow.artifacts import publish_run_artifacts  # never fails the run
 
         await publish_run_artifacts(plan.store, plan.run_id)
     return summary

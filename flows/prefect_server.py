@@ -56,7 +56,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m flows.prefect_server PARENT_PID UVICORN_ARGS...``: uvicorn, tied to PARENT."""
+    """``python -m juryflow.prefect_server PARENT_PID UVICORN_ARGS...``: uvicorn, tied to PARENT."""
     args = list(sys.argv[1:] if argv is None else argv)
     _die_with_parent(int(args[0]))
     from uvicorn.main import main as uvicorn_main
@@ -85,7 +85,7 @@ def _owned_server_class() -> Any:
                 args=[
                     sys.executable,
                     "-m",
-                    "flows.prefect_server",
+                    "juryflow.prefect_server",
                     str(os.getpid()),
                     "--app-dir",
                     str(prefect.__module_path__.parent),

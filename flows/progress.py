@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from judges.records import Judgment
+from juryflow.judges.records import Judgment
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from flows import progress
-from flows.output import safe_text
+from juryflow import progress
+from juryflow.output import safe_text
 
 SECONDS_VARIABLE = "JURYFLOW_PROGRESS_SECONDS"
 DEFAULT_SECONDS = 5.0

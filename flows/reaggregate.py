@@ -17,14 +17,14 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from flows.artifacts import publish_run_artifacts
-from flows.run_setup import RunPlan
-from judges.consensus import item_consensus, resolve_quorum
-from judges.fitting import fit_rule
-from judges.panel import PanelSpec, parse_panel
-from judges.records import Consensus, Judgment
-from judges.reducers import ConsensusRule, RuleError, RuleRef
-from storage.store import RunRecord, Store, new_run_id
+from juryflow.artifacts import publish_run_artifacts
+from juryflow.judges.consensus import item_consensus, resolve_quorum
+from juryflow.judges.fitting import fit_rule
+from juryflow.judges.panel import PanelSpec, parse_panel
+from juryflow.judges.records import Consensus, Judgment
+from juryflow.judges.reducers import ConsensusRule, RuleError, RuleRef
+from juryflow.run_setup import RunPlan
+from juryflow.storage.store import RunRecord, Store, new_run_id
 
 
 class ReaggregateError(ValueError):
@@ -126,7 +126,7 @@ def choose_rule(
     min_votes: int | None,
 ) -> ConsensusRule:
     """The rule a re-aggregation applies: a calibration, or options over the source's rule."""
-    from flows.run_setup import RunSetupError, consensus_rule_for
+    from juryflow.run_setup import RunSetupError, consensus_rule_for
 
     try:
         if calibration is not None:
@@ -206,7 +206,7 @@ async def reaggregate(
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")
         raise
     store.finish_run(new_id, "completed")
-    from flows.analysis import record_reliability
+    from juryflow.analysis import record_reliability
 
     record_reliability(store, new_id)
     logger.info(

@@ -3,7 +3,7 @@
 1. run the panel (the `evaluate` flow, as a subflow);
 2. pick the baseline: the last successful run of the same suite (``baseline="last"``: the
    newest completed run that no comparison found regressed) or a pinned run id;
-3. compare the two runs item by item (:mod:`judges.regression_stats`) and store the
+3. compare the two runs item by item (:mod:`juryflow.judges.regression_stats`) and store the
    comparison in DuckDB (``comparisons``, ``comparison_judges``);
 4. end the flow run **Failed** with a message naming what regressed when a threshold is
    crossed, so that a Prefect automation on "flow run failed" can alert. Either way the
@@ -19,18 +19,18 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
-from flows.artifacts import publish_comparison_artifacts, publish_report_link
-from flows.evaluate import evaluate
-from judges.regression_stats import (
+from juryflow.artifacts import publish_comparison_artifacts, publish_report_link
+from juryflow.evaluate import evaluate
+from juryflow.judges.regression_stats import (
     Thresholds,
     check_thresholds,
     compare,
     gate_notes,
     regression_message,
 )
-from storage.comparisons import last_good_run, load_run_scores, save_comparison
-from storage.datasets import DEFAULT_MAX_CHARS
-from storage.store import Store
+from juryflow.storage.comparisons import last_good_run, load_run_scores, save_comparison
+from juryflow.storage.datasets import DEFAULT_MAX_CHARS
+from juryflow.storage.store import Store
 
 
 class BaselineError(ValueError):

@@ -7,8 +7,8 @@ consensus highlighted in the judged text (``<mark>``); and the regression deltas
 run was compared with a baseline.
 
 Where the numbers come from: every agreement, bias and accuracy figure is a field of
-:class:`flows.analysis.AgreementReport`, and the disputed items (which, in what order,
-their measures and spans) are :func:`flows.analysis.disagreements`: the very objects
+:class:`juryflow.analysis.AgreementReport`, and the disputed items (which, in what order,
+their measures and spans) are :func:`juryflow.analysis.disagreements`: the very objects
 ``juryflow agreement`` and ``juryflow disagreements`` print, so the report cannot tell a
 different story. Read here directly is only what those do not carry: the run's metadata
 and summary counts, each judge's provider and model, the raw scores behind the
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from flows.analysis import (
+from juryflow.analysis import (
     Accuracy,
     AgreementReport,
     DisputedItem,
@@ -48,11 +48,11 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
-from judges.agreement import merge_spans
-from storage.comparisons import latest_comparison
-from storage.files import write_private_text
-from storage.run_queries import cost_split
-from storage.store import RunRecord, Store
+from juryflow.judges.agreement import merge_spans
+from juryflow.storage.comparisons import latest_comparison
+from juryflow.storage.files import write_private_text
+from juryflow.storage.run_queries import cost_split
+from juryflow.storage.store import RunRecord, Store
 
 T = TypeVar("T")
 

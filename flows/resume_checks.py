@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from storage.datasets import DatasetError, dataset_fingerprint
-from storage.journal import journal_path
-from storage.paths import reason
-from storage.store import RunRecord
+from juryflow.storage.datasets import DatasetError, dataset_fingerprint
+from juryflow.storage.journal import journal_path
+from juryflow.storage.paths import reason
+from juryflow.storage.store import RunRecord
 
 
 class ResumeError(ValueError):

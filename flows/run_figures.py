@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.run_queries import cost_split, spent_totals, unscored_by_judge
-from storage.store import Store
+from juryflow.storage.run_queries import cost_split, spent_totals, unscored_by_judge
+from juryflow.storage.store import Store
 
 TOP_REASONS = 2
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from judges.breaker import StoppedJudge
-from storage.run_queries import quorum_miss_reasons
-from storage.store import Store
+from juryflow.judges.breaker import StoppedJudge
+from juryflow.storage.run_queries import quorum_miss_reasons
+from juryflow.storage.store import Store
 
 QUORUM_MISS_SHARE = 0.5
 """More than this share of items without a consensus makes the run a failure."""

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import json
 import logging
+from importlib import resources
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from judges.factory import check_keys
-from judges.panel import PanelSpec, load_panel, parse_panel
-from judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
-from prompts.loader import PromptTemplate, load_template
-from storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
-from storage.store import RunRecord, Store, new_run_id
+from juryflow.judges.factory import check_keys
+from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
+from juryflow.judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
+from juryflow.prompts.loader import PromptTemplate, load_template
+from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
+from juryflow.storage.store import RunRecord, Store, new_run_id
 
-BUNDLED_DATASET = (
-    Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
-)
+# Shipped in the wheel as juryflow/examples/; in a checkout it is the repository's examples/.
+BUNDLED_DATASET = Path(
+    str(resources.files("juryflow").joinpath("examples", "ragtruth_data2txt_sample.jsonl"))
+).resolve()
 DETECTOR_VARIABLES = ("reference", "response")
 
 
@@ -133,7 +135,7 @@ def preflight(
     """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
     the store (created or brought to the latest schema) and the named calibration.
     Returns warnings to show."""
-    from storage.datasets import dataset_columns, resolve_columns
+    from juryflow.storage.datasets import dataset_columns, resolve_columns
 
     panel_spec = load_panel(panel)
     check_keys(panel_spec)
@@ -321,7 +323,7 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
     """The run, its panel and warnings, once everything a resume needs is checked:
     the run exists and is an evaluation, the panel's keys are set, the dataset is the one
     the run read, and the journal names only the panel's judges."""
-    from flows.resume_checks import ResumeError, check_dataset, set_aside_unknown_judges
+    from juryflow.resume_checks import ResumeError, check_dataset, set_aside_unknown_judges
 
     run = store.get_run(run_id)
     if run is None:

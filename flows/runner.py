@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.text import Text
 
-from flows import interrupts, progress
-from flows.progress_view import PlainTicker, Tally, live_bar, progress_seconds, started_line
+from juryflow import interrupts, progress
+from juryflow.progress_view import PlainTicker, Tally, live_bar, progress_seconds, started_line
 
 
 def _with_task_runner(dask: str | None) -> Any:
-    from flows.evaluate import evaluate
+    from juryflow.evaluate import evaluate
 
     if dask is None:
         return evaluate
@@ -72,7 +72,7 @@ def _run_evaluation(
 ) -> dict[str, Any]:
     from prefect.exceptions import CancelledRun
 
-    from flows.prefect_server import start_owned_server
+    from juryflow.prefect_server import start_owned_server
 
     flow = _with_task_runner(dask)
     start_owned_server()

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from judges.records import VERDICT_THRESHOLD
+from juryflow.judges.records import VERDICT_THRESHOLD
 
 Level = Literal["interval", "ordinal", "nominal"]
 FloatArray = npt.NDArray[np.float64]

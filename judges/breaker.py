@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from judges.panel import JudgeSpec
-from judges.providers.base import ProviderError
-from judges.redact import redact_text
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers.base import ProviderError
+from juryflow.judges.redact import redact_text
 
 STOP_AFTER = 3
 """Consecutive fatal failures that stop a judge: enough to rule out one odd answer."""

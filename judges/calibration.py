@@ -1,7 +1,7 @@
 """Choose a panel's consensus rule from human labels, judged only on items it never saw.
 
 ``juryflow calibrate`` gives this module a labelled run's judgments; it searches the named
-rules of :mod:`judges.reducers` (verdict rule and threshold, span vote threshold, per-judge
+rules of :mod:`juryflow.judges.reducers` (verdict rule and threshold, span vote threshold, per-judge
 weights) by k-fold cross-validation over items, folds grouped so that the responses of one
 source never sit on both sides, and reports the **out-of-fold** P/R/F1 of the procedure
 next to the panel's default rule and every single judge. Nothing is scored on the items it
@@ -9,7 +9,8 @@ was fitted on. The rule fitted on all items is what gets stored and applied to n
 
 Everything is vectorised over one flat axis of characters (all items' texts end to end), so
 a candidate rule is a few array operations, never a loop over items. The evaluation
-mirrors :func:`judges.consensus.item_consensus` exactly: only answering judges vote, ties are
+mirrors :func:`juryflow.judges.consensus.item_consensus` exactly: only answering judges vote,
+ties are
 not majorities, runs are snapped to whole words, items below the quorum predict nothing.
 
 Accuracy is over **all** labelled items, RAGTruth style: a judge (or rule) that gave no
@@ -26,8 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from judges.gold import PRF
-from judges.reducers import ConsensusRule, Reliability, RuleRef
+from juryflow.judges.gold import PRF
+from juryflow.judges.reducers import ConsensusRule, Reliability, RuleRef
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

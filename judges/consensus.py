@@ -1,7 +1,7 @@
 """Combine a panel's judgments on one item under a named :class:`ConsensusRule`.
 
-Pure functions over the records of :mod:`judges.records`; no I/O. The rules themselves
-(median, majority, union, Dawid–Skene, ...) live in :mod:`judges.reducers`; this module
+Pure functions over the records of :mod:`juryflow.judges.records`; no I/O. The rules themselves
+(median, majority, union, Dawid–Skene, ...) live in :mod:`juryflow.judges.reducers`; this module
 applies them to one item. The contract:
 
 - only *scored* judgments count: a failed or unparseable judge (score None) neither answers
@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from judges.records import Consensus, ConsensusSpan, Judgment
-from judges.reducers import (
+from juryflow.judges.records import Consensus, ConsensusSpan, Judgment
+from juryflow.judges.reducers import (
     DEFAULT_RULE,
     Ballot,
     ConsensusRule,
@@ -315,7 +315,7 @@ def item_consensus(
     sets the default quorum; ``text`` is the judged text the span offsets refer to.
     ``min_votes`` overrides the span rule with ``at_least:min_votes``.
 
-    >>> from judges.records import Judgment
+    >>> from juryflow.judges.records import Judgment
     >>> votes = [Judgment("i1", j, "score", s) for j, s in (("a", 0.2), ("b", 0.6), ("c", 0.9))]
     >>> c = item_consensus("i1", votes, n_judges=3, text="")
     >>> c.status, c.score, c.hallucinated, c.verdict_rule
@@ -393,7 +393,7 @@ def panel_consensus(
 ) -> list[Consensus]:
     """The consensus of every item, in the order of ``judgments_by_item``.
 
-    >>> from judges.records import Judgment
+    >>> from juryflow.judges.records import Judgment
     >>> by_item = {"i1": [Judgment("i1", "a", "score", 1.0)], "i2": []}
     >>> [(c.item_id, c.status) for c in panel_consensus(by_item, {"i1": "", "i2": ""}, 1)]
     [('i1', 'ok'), ('i2', 'insufficient')]

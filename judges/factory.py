@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from judges.base import Judge
-from judges.keys import resolve_api_key
-from judges.panel import JudgeSpec, PanelSpec, Price
-from judges.providers.base import ModelClient
+from juryflow.judges.base import Judge
+from juryflow.judges.keys import resolve_api_key
+from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.providers.base import ModelClient
 
 
 def build_client(spec: JudgeSpec) -> ModelClient:
@@ -16,13 +16,13 @@ def build_client(spec: JudgeSpec) -> ModelClient:
     if api_key is None:
         raise ValueError(f"judge {spec.id!r}: provider {spec.provider} has no model client")
     if spec.provider == "anthropic":
-        from judges.providers.anthropic import AnthropicClient
+        from juryflow.judges.providers.anthropic import AnthropicClient
 
         return AnthropicClient(
             api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
         )
     if spec.provider == "openai":
-        from judges.providers.openai import OpenAIClient
+        from juryflow.judges.providers.openai import OpenAIClient
 
         return OpenAIClient(
             api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
@@ -32,14 +32,14 @@ def build_client(spec: JudgeSpec) -> ModelClient:
 
 def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> Judge:
     if spec.provider == "offline":
-        from judges.detectors.registry import get_detector
-        from judges.offline import OfflineJudge
+        from juryflow.judges.detectors.registry import get_detector
+        from juryflow.judges.offline import OfflineJudge
 
         assert spec.detector is not None  # JudgeSpec's validator guarantees it
         return OfflineJudge(spec.id, get_detector(spec.detector))
 
-    from judges.llm_judge import LLMJudge
-    from prompts.loader import load_template
+    from juryflow.judges.llm_judge import LLMJudge
+    from juryflow.prompts.loader import load_template
 
     assert spec.prompt is not None
     return LLMJudge(spec, build_client(spec), load_template(spec.prompt), prices)

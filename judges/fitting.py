@@ -2,8 +2,8 @@
 
 A ``dawid_skene`` verdict or span rule weighs each judge by how often it is right, which no
 single item can tell; it is estimated here over all of a run's judgments (without labels,
-by EM: :func:`judges.reliability.dawid_skene`) and stored in the rule as a
-:class:`~judges.reducers.Reliability`, so applying the rule to an item stays per item.
+by EM: :func:`juryflow.judges.reliability.dawid_skene`) and stored in the rule as a
+:class:`~juryflow.judges.reducers.Reliability`, so applying the rule to an item stays per item.
 
 Pure: judgments and texts in, a rule out; no I/O.
 """
@@ -16,9 +16,9 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from judges.consensus import coverage
-from judges.records import Judgment
-from judges.reducers import ConsensusRule, Reliability
+from juryflow.judges.consensus import coverage
+from juryflow.judges.records import Judgment
+from juryflow.judges.reducers import ConsensusRule, Reliability
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -28,7 +28,7 @@ def verdict_matrix(
 ) -> FloatArray:
     """``(n_judges, n_items)`` 0/1 verdicts, NaN where a judge gave none.
 
-    >>> from judges.records import Judgment
+    >>> from juryflow.judges.records import Judgment
     >>> by_item = {"i": [Judgment("i", "a", "score", 0.9)], "k": []}
     >>> verdict_matrix(by_item, ["a", "b"]).tolist()
     [[1.0, nan], [nan, nan]]
@@ -55,13 +55,13 @@ def character_patterns(
     at most ``3 ** n_judges`` patterns, so per-character Dawid–Skene costs what a few
     thousand units would.
 
-    >>> from judges.records import Judgment, Span
+    >>> from juryflow.judges.records import Judgment, Span
     >>> j = Judgment("i", "a", "spans", 1.0, spans=(Span(0, 2, "ab", "exact"),))
     >>> patterns, counts = character_patterns({"i": [j]}, {"i": "abcd"}, ["a", "b"])
     >>> patterns.tolist(), counts.tolist()
     ([[0.0, 1.0], [nan, nan]], [2.0, 2.0])
     """
-    from judges.consensus import _offsets
+    from juryflow.judges.consensus import _offsets
 
     n = len(judge_ids)
     row = {judge_id: j for j, judge_id in enumerate(judge_ids)}
@@ -95,7 +95,9 @@ def character_patterns(
 def _reliability(
     votes: FloatArray, judge_ids: Sequence[str], counts: FloatArray | None = None
 ) -> Reliability | None:
-    from judges.reliability import dawid_skene  # scipy-free EM, imported when a rule needs it
+    from juryflow.judges.reliability import (
+        dawid_skene,  # scipy-free EM, imported when a rule needs it
+    )
 
     if votes.shape[1] == 0:
         return None

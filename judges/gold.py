@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from judges.agreement import SpanList, span_f1
+from juryflow.judges.agreement import SpanList, span_f1
 
 __all__ = ["PRF", "response_prf", "span_prf"]
 

@@ -11,9 +11,9 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from judges.panel import JudgeSpec
-from judges.providers.base import PLACEHOLDER_KEY, MissingKeyError
-from judges.redact import MASK, remember_secret
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers.base import PLACEHOLDER_KEY, MissingKeyError
+from juryflow.judges.redact import MASK, remember_secret
 
 log = logging.getLogger(__name__)
 

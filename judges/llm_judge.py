@@ -9,23 +9,23 @@ import time
 import traceback
 from collections.abc import Mapping
 
-from judges.anchoring import anchor_spans
-from judges.breaker import CircuitBreaker, JudgeStopped
-from judges.panel import JudgeSpec, Price
-from judges.parsing import OutputParseError, parse_output
-from judges.pricing import cost_usd
-from judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
-from judges.ratelimit import Limiter, estimate_tokens, limiter_for
-from judges.records import Item, Judgment, OutputKind, Usage, unscored
-from judges.redact import redact_text, remember_secret
-from judges.retry import RetriesExhausted, call_with_retries
-from prompts.loader import PromptError, PromptTemplate
+from juryflow.judges.anchoring import anchor_spans
+from juryflow.judges.breaker import CircuitBreaker, JudgeStopped
+from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.parsing import OutputParseError, parse_output
+from juryflow.judges.pricing import cost_usd
+from juryflow.judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
+from juryflow.judges.ratelimit import Limiter, estimate_tokens, limiter_for
+from juryflow.judges.records import Item, Judgment, OutputKind, Usage, unscored
+from juryflow.judges.redact import redact_text, remember_secret
+from juryflow.judges.retry import RetriesExhausted, call_with_retries
+from juryflow.prompts.loader import PromptError, PromptTemplate
 
 log = logging.getLogger(__name__)
 
 
 class LLMJudge:
-    """Implements :class:`judges.base.Judge`; every per-item failure becomes an unscored row."""
+    """Implements :class:`~juryflow.judges.base.Judge`; a failure per item is an unscored row."""
 
     def __init__(
         self,

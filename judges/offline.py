@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from judges.detectors.registry import Detector
-from judges.records import Item, Judgment, OutputKind, Span, unscored
+from juryflow.judges.detectors.registry import Detector
+from juryflow.judges.records import Item, Judgment, OutputKind, Span, unscored
 
 
 class OfflineJudge:

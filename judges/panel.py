@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from judges.redact import header_secrets, redact_url, url_secrets
+from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 
 if TYPE_CHECKING:
-    from judges.reducers import ConsensusRule
+    from juryflow.judges.reducers import ConsensusRule
 
 ProviderName = Literal["offline", "anthropic", "openai"]
 
@@ -142,7 +142,8 @@ class PanelSpec(BaseModel):
     """Overrides of the built-in price table, keyed by model name."""
     consensus: dict[str, Any] | None = None
     """The consensus rule (``score``, ``spans``, ``verdict``, ``weights``); see
-    :mod:`judges.reducers`. Default: median scores, majority-overlap spans, verdict auto."""
+    :mod:`juryflow.judges.reducers`. Default: median scores, majority-overlap spans, verdict
+    auto."""
 
     @field_validator("judges")
     @classmethod
@@ -164,7 +165,9 @@ class PanelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consensus_rule(self) -> PanelSpec:
-        from judges.reducers import ConsensusRule  # the panel schema stays importable alone
+        from juryflow.judges.reducers import (
+            ConsensusRule,  # the panel schema stays importable alone
+        )
 
         rule = ConsensusRule.from_dict(self.consensus)
         rule.check_judges([j.id for j in self.judges])
@@ -173,7 +176,7 @@ class PanelSpec(BaseModel):
     @property
     def all_span_judges(self) -> bool:
         """Every judge answers with spans (offline detectors and span prompts)."""
-        from prompts.loader import load_template
+        from juryflow.prompts.loader import load_template
 
         return all(
             j.provider == "offline" or (j.prompt and load_template(j.prompt).output_kind == "spans")
@@ -182,7 +185,7 @@ class PanelSpec(BaseModel):
 
     def consensus_rule(self) -> ConsensusRule:
         """The panel's consensus rule, with ``verdict: auto`` resolved for its judges."""
-        from judges.reducers import ConsensusRule
+        from juryflow.judges.reducers import ConsensusRule
 
         return ConsensusRule.from_dict(self.consensus).resolve(self.all_span_judges)
 
@@ -241,8 +244,8 @@ def _problem(loc: tuple[int | str, ...], message: str) -> str:
 def _check_references(panel: PanelSpec, source: str) -> None:
     # Imported here: the prompt catalogue and detector registry live in other modules and
     # the panel schema must stay importable on its own.
-    from judges.detectors.registry import detector_names
-    from prompts.loader import PromptError, load_template
+    from juryflow.judges.detectors.registry import detector_names
+    from juryflow.prompts.loader import PromptError, load_template
 
     for judge in panel.judges:
         if judge.prompt is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from judges.panel import Price
+from juryflow.judges.panel import Price
 
 BUILTIN_PRICES: dict[str, Price] = {
     # Anthropic

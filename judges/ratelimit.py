@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from judges.panel import JudgeSpec
+from juryflow.judges.panel import JudgeSpec
 
 
 class LoopSafeSemaphore:

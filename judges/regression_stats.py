@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from judges.agreement import krippendorff_alpha
+from juryflow.judges.agreement import krippendorff_alpha
 
 FloatArray = npt.NDArray[np.float64]
 Scores = Mapping[str, float | None]

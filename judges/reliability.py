@@ -11,7 +11,7 @@ class prior is the *prevalence* ``P(truth 1)``. Given the judges' verdicts, EM a
 
 A *unit* is whatever was judged: an item (response-level verdicts) or a character of the
 judged text (span verdicts, 1 = inside a flagged span). The input is a verdict matrix as in
-:mod:`judges.agreement`: ``(n_judges, n_units)`` float, 0/1, ``NaN`` where a judge gave no
+:mod:`juryflow.judges.agreement`: ``(n_judges, n_units)`` float, 0/1, ``NaN`` where a judge gave no
 verdict.
 
 Choices made here, each documented where it applies:
@@ -49,7 +49,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from judges.agreement import effective_panel_size
+from juryflow.judges.agreement import effective_panel_size
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
@@ -431,7 +431,7 @@ def conditional_dependence(
     ``vote - E[vote | class]`` are correlated over the units both judged, each unit counted
     in class 1 with weight ``posterior`` and in class 0 with ``1 - posterior``. The mean
     off-diagonal correlation gives Kish's effective size ``n / (1 + (n - 1) * rho)``, rho
-    clipped to [0, 1] (:func:`judges.agreement.effective_panel_size`). ``warning`` is set
+    clipped to [0, 1] (:func:`juryflow.judges.agreement.effective_panel_size`). ``warning`` is set
     when that is below ``min_effective`` or below half the judges.
 
     Pass the same ``votes`` and ``counts`` the fit was made from.
@@ -439,7 +439,7 @@ def conditional_dependence(
     Limits, inherent to working without labels: an error the whole panel (or its majority)
     makes together looks exactly like the truth, so the class absorbs it and no residual
     is left to correlate; only gold labels show it
-    (:func:`judges.agreement.error_correlation_report`). With exactly three judges the
+    (:func:`juryflow.judges.agreement.error_correlation_report`). With exactly three judges the
     model is saturated (seven pattern frequencies, seven parameters), so any partial
     copying is absorbed into the rates and only outright copies show. From four judges on a
     dependent subset leaves residual correlation (two copying pairs among four judges: about

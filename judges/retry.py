@@ -11,8 +11,8 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from judges.providers.base import ProviderError
-from judges.redact import redact_text
+from juryflow.judges.providers.base import ProviderError
+from juryflow.judges.redact import redact_text
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ returns each gold span with chance 0.8 plus false spans making up about 10% of w
 returns; ``stub-sim-score-s0.9-p0.8-m1`` scores 90% of hallucinated responses above 0.0 and
 80% of clean ones 0.0, putting single mild hallucinations at 0.3. All parameters (recall,
 false share, boundary jitter, near misses, over-flagging, broken output, sensitivity,
-specificity, mild) are in :mod:`judges.stub_sim`. Answers are seeded by (seed, model name,
+specificity, mild) are in :mod:`juryflow.judges.stub_sim`. Answers are seeded by (seed, model name,
 response), so they are the same across runs and concurrency and independent across judges;
 a response not in the gold set (or no gold set) gets the ``random`` answer.
 
@@ -75,7 +75,7 @@ server-wide RNG seeded with ``seed``) apply to requests the name or script did n
 before the name's rule: a fault (``"429"``, ``"drop"``, ...), an answer (``"score-0.3"``,
 ``"spans-good"``, ...) or ``"raw:<text>"`` for literal output text.
 
-Run it: ``python -m judges.stub_server --port 8765 --latency-ms 200 --fault-429 0.1``
+Run it: ``python -m juryflow.judges.stub_server --port 8765 --latency-ms 200 --fault-429 0.1``
 (add ``--gold data.jsonl`` for the ``sim-*`` judges).
 """
 
@@ -96,8 +96,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from judges.providers.base import TOOL_NAME
-from judges.stub_sim import Gold, load_gold, sim_answer
+from juryflow.judges.providers.base import TOOL_NAME
+from juryflow.judges.stub_sim import Gold, load_gold, sim_answer
 
 Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
 FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "403", "404", "echo")
@@ -901,7 +901,7 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: StubConfig | None =
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m judges.stub_server",
+        prog="python -m juryflow.judges.stub_server",
         description="Local stand-in for the Anthropic and OpenAI APIs (see module docs).",
     )
     parser.add_argument("--host", default="127.0.0.1")

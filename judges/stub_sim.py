@@ -1,6 +1,6 @@
 """Simulated judges of known quality for the stand-in server, driven by a dataset's gold labels.
 
-A ``stub-sim-...`` model (see :mod:`judges.stub_server`) finds the judged response in its
+A ``stub-sim-...`` model (see :mod:`juryflow.judges.stub_server`) finds the judged response in its
 prompt, looks its human labels up in :class:`Gold` and answers like a judge whose recall,
 false-span share, sensitivity and specificity are set by its name, so consensus reducers
 and calibration can be checked over real HTTP against judges whose quality is known.
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from judges.records import Item
+from juryflow.judges.records import Item
 
 __all__ = [
     "Gold",
@@ -159,9 +159,9 @@ def load_gold(path: str | Path, column: str = "response") -> Gold:
     ``hallucinated`` is optional and defaults to "has a label". Rows whose response repeats
     an earlier one merge into it (spans united, verdicts or-ed); rows the dataset reader
     rejects (bad labels, a repeated id, an empty response) are skipped.
-    Raises ``storage.datasets.DatasetError`` (a ValueError) for an unreadable dataset.
+    Raises ``juryflow.storage.datasets.DatasetError`` (a ValueError) for an unreadable dataset.
     """
-    from storage.datasets import DatasetError, read_items
+    from juryflow.storage.datasets import DatasetError, read_items
 
     merged: dict[str, GoldEntry] = {}
     for item in read_items(path, (column,)):

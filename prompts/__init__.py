@@ -1,5 +1,5 @@
 """Versioned judge prompt templates and their loader."""
 
-from prompts.loader import PromptTemplate, load_template, template_names
+from juryflow.prompts.loader import PromptTemplate, load_template, template_names
 
 __all__ = ["PromptTemplate", "load_template", "template_names"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from judges.records import VERDICT_THRESHOLD, OutputKind
+from juryflow.judges.records import VERDICT_THRESHOLD, OutputKind
 
 _SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t]*$", re.MULTILINE)
 
@@ -88,7 +88,7 @@ def _neutralise_tag(value: str, tag: str) -> str:
 
 @cache
 def _catalog() -> dict[str, Any]:
-    raw = resources.files("prompts").joinpath("catalog.yaml").read_text(encoding="utf-8")
+    raw = resources.files("juryflow.prompts").joinpath("catalog.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(raw)
     templates = data.get("templates") if isinstance(data, dict) else None
     if not isinstance(templates, dict):
@@ -114,7 +114,8 @@ def load_template(name: str) -> PromptTemplate:
 @cache
 def _load(base: str) -> PromptTemplate:
     entry = _catalog()[base]
-    text = resources.files("prompts").joinpath("templates", entry["file"]).read_text("utf-8")
+    templates = resources.files("juryflow.prompts").joinpath("templates")
+    text = templates.joinpath(entry["file"]).read_text("utf-8")
     template = PromptTemplate(
         name=base,
         version=int(entry["version"]),

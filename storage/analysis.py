@@ -2,7 +2,7 @@
 
 Every statement juryflow runs to load a run for the agreement maths lives here, with bound
 parameters only. What comes out is plain numpy and lists, in the shapes
-:mod:`judges.agreement` and :mod:`judges.gold` take:
+:mod:`juryflow.judges.agreement` and :mod:`juryflow.judges.gold` take:
 
 - a score matrix ``(n_judges, n_items)`` with NaN where a judge gave no score;
 - span lists per judge per item, ``None`` where the judge did not answer with spans (it
@@ -11,7 +11,7 @@ parameters only. What comes out is plain numpy and lists, in the shapes
   where there is none.
 
 Which gold spans are usable is decided once, by the ``gold_labels`` view (see
-:mod:`storage.views`), so SQL and numpy compare against the same labels.
+:mod:`juryflow.storage.views`), so SQL and numpy compare against the same labels.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from storage.store import Store
-from storage.views import AGREEMENT_VIEWS
+from juryflow.storage.store import Store
+from juryflow.storage.views import AGREEMENT_VIEWS
 
 FloatArray = npt.NDArray[np.float64]
 Spans = list[tuple[int, int]]
@@ -252,7 +252,7 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
 
 
 def _rule_text(raw: Any) -> str | None:
-    from judges.reducers import ConsensusRule, RuleError
+    from juryflow.judges.reducers import ConsensusRule, RuleError
 
     if raw is None:
         return None
@@ -388,7 +388,7 @@ def judge_accuracy_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class CalibrationRows:
-    """A labelled run as rows, for :func:`flows.calibrate.calibration_data`."""
+    """A labelled run as rows, for :func:`juryflow.calibrate.calibration_data`."""
 
     info: RunInfo
     judge_ids: list[str]

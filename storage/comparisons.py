@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from judges.regression_stats import Comparison, Thresholds
-from storage.store import Store
+from juryflow.judges.regression_stats import Comparison, Thresholds
+from juryflow.storage.store import Store
 
 
 def _num(value: float | None) -> float | None:

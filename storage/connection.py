@@ -116,9 +116,9 @@ def lock_holder(error: duckdb.Error) -> str:
     except OSError:
         return f"PID {pid}"
     words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-    # `python -m flows.cli sql ...` and `.venv/bin/juryflow sql ...` both read as juryflow
+    # `python -m juryflow sql ...` and `.venv/bin/juryflow sql ...` both read as juryflow
     for index, word in enumerate(words):
-        if word.endswith(("juryflow", "flows.cli")):
+        if word.endswith(("juryflow", "juryflow.cli")):
             words = ["juryflow", *words[index + 1 :]]
             break
     command = " ".join(" ".join(words).split())  # `python -c` scripts span lines
@@ -160,7 +160,7 @@ def connect(
             f"no juryflow store at {path}; run `juryflow run` first or pass --db PATH"
         )
     # DuckDB creates the file and re-creates its .wal at every checkpoint: owner-only both.
-    from storage.files import private_files
+    from juryflow.storage.files import private_files
 
     wait = lock_wait_seconds() if lock_wait is None else lock_wait
     with _PROCESS_LOCK, private_files(), _open(path, read_only, wait, _patience.get()) as con:
@@ -172,7 +172,7 @@ def _open(
     path: Path, read_only: bool, lock_wait: float, patience: Patience | None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     # Before DuckDB sees the file: it would answer an SQLite file with an extension download.
-    from storage.duckdb_file import NOT_DUCKDB, not_duckdb
+    from juryflow.storage.duckdb_file import NOT_DUCKDB, not_duckdb
 
     if (problem := not_duckdb(path)) is not None:
         raise StoreError(problem)

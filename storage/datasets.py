@@ -1,6 +1,6 @@
 """Turn dataset rows (JSONL, CSV, Parquet) into items, streamed.
 
-:mod:`storage.dataset_readers` streams the file's rows with their line numbers. Here every
+:mod:`juryflow.storage.dataset_readers` streams the file's rows with their line numbers. Here every
 prompt variable and the id are made **text** explicitly: strings as they are, numbers and
 booleans in their JSON text form (``7``, ``0.5``, ``true``), dates and times in ISO form; a
 list or an object where text belongs is a row error naming the column, never a stringified
@@ -21,8 +21,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from judges.records import GoldLabels, Item
-from storage.dataset_readers import (
+from juryflow.judges.records import GoldLabels, Item
+from juryflow.storage.dataset_readers import (
     DEFAULT_FIELD_LIMIT,
     DEFAULT_LINE_LIMIT,
     DatasetError,

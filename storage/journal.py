@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from judges.records import Judgment, Span, Usage
-from judges.redact import redact_text
-from storage.files import open_private_append, private_dir
+from juryflow.judges.records import Judgment, Span, Usage
+from juryflow.judges.redact import redact_text
+from juryflow.storage.files import open_private_append, private_dir
 
 _JUDGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Judgment))
 _SPAN_FIELDS = tuple(f.name for f in dataclasses.fields(Span))

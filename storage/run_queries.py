@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storage.store import Store
+from juryflow.storage.store import Store
 
 SHOWN_CANDIDATES = 5
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from storage.connection import connect
+from juryflow.storage.connection import connect
 
 ALLOWED = (
     "SELECT/WITH/FROM queries, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and read-only PRAGMAs "

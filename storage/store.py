@@ -15,12 +15,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
-from storage.connection import StoreError, connect, resolve_db_path
-from storage.datasets import RowError
-from storage.paths import probe_directory, reason
-from storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
-from storage.views import VIEWS
+from juryflow.judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
+from juryflow.storage.connection import StoreError, connect, resolve_db_path
+from juryflow.storage.datasets import RowError
+from juryflow.storage.paths import probe_directory, reason
+from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
+from juryflow.storage.views import VIEWS
 
 
 def new_run_id() -> str:
@@ -166,7 +166,7 @@ class Store:
     @contextmanager
     def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to a file checked to be a juryflow store (once per Store); that it
-        is a DuckDB file at all, :func:`storage.connection.connect` checks."""
+        is a DuckDB file at all, :func:`juryflow.storage.connection.connect` checks."""
         with connect(self.path, read_only=read_only) as con:
             if not self._checked:
                 _check_schema(con, self.path)

@@ -1,7 +1,8 @@
 """SQL views over the tables, recreated on every migrate so they always match the code.
 
 The agreement views compute the same numbers as the numpy functions of
-:mod:`judges.agreement` and :mod:`judges.gold` (``tests/test_views.py`` checks it), so a
+:mod:`juryflow.judges.agreement` and :mod:`juryflow.judges.gold` (``tests/test_views.py`` checks
+it), so a
 user can trust a quick ``juryflow sql`` as much as ``juryflow agreement``.
 
 Conventions the views share:
@@ -13,7 +14,7 @@ Conventions the views share:
 - span metrics count characters: spans are expanded to the character positions they cover
   (``*_chars`` helper views), so overlapping spans of one set count a character once;
 - a 0/0 ratio of a precision / recall / F1 against gold is 0 (as sklearn's
-  ``zero_division=0`` and :mod:`judges.gold`); a 0/0 agreement ratio is NULL (undefined).
+  ``zero_division=0`` and :mod:`juryflow.judges.gold`); a 0/0 agreement ratio is NULL (undefined).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import time
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from judges.anchoring import anchor_spans
+from juryflow.judges.anchoring import anchor_spans
 
 ARTICLE = (
     "The restaurant’s patio offers outdoor seating. Guests love the “Italian sub”.\n"

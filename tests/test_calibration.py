@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import judges.calibration
-from judges.calibration import (
+import juryflow.judges.calibration
+from juryflow.judges.calibration import (
     CalibrationData,
     calibrate,
     grouped_folds,
@@ -23,13 +23,13 @@ from judges.calibration import (
     score,
     word_ids,
 )
-from judges.reducers import ConsensusRule
+from juryflow.judges.reducers import ConsensusRule
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(judges.calibration)
+    result = doctest.testmod(juryflow.judges.calibration)
     assert result.attempted >= 3 and result.failed == 0
 
 
@@ -137,7 +137,7 @@ def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
 
 
 def test_earns_its_keep_needs_a_margin_beyond_noise() -> None:
-    from judges.calibration import earns_its_keep
+    from juryflow.judges.calibration import earns_its_keep
 
     groups = np.asarray([f"g{i // 4}" for i in range(80)], dtype=object)
     right, wrong = np.array([1, 0, 0]), np.array([0, 0, 1])
@@ -160,7 +160,7 @@ def test_a_fold_is_never_scored_by_a_rule_fitted_on_it() -> None:
     scrambled = CalibrationData(**{**data.__dict__, "gold_verdict": scrambled_gold})
     # Fit on folds 1-3 only: identical training data, so identical rules and predictions.
     train = folds != 0
-    from judges.calibration import fit_on
+    from juryflow.judges.calibration import fit_on
 
     base = ConsensusRule.from_dict({"verdict": "spans"})
     a = predict(data, fit_on(data, base, train))
@@ -184,7 +184,7 @@ def test_a_failed_judge_counts_as_flagging_nothing() -> None:
 @pytest.fixture
 def labelled_run(tmp_path: Path, prefect_harness: None) -> tuple[Path, str]:
     """The offline panel over 60 RAGTruth rows of ten sources (human labels included)."""
-    from flows.evaluate import evaluate
+    from juryflow.evaluate import evaluate
 
     source = SHARED / "data2txt_dev.jsonl"
     if not source.is_file():
@@ -201,9 +201,9 @@ def labelled_run(tmp_path: Path, prefect_harness: None) -> tuple[Path, str]:
 def test_calibrate_stores_a_rule_that_run_and_reaggregate_apply(
     labelled_run: tuple[Path, str], tmp_path: Path
 ) -> None:
-    from flows.cli import app
-    from flows.reaggregate import reaggregate
-    from storage.store import Store
+    from juryflow.cli import app
+    from juryflow.reaggregate import reaggregate
+    from juryflow.storage.store import Store
 
     db, run_id = labelled_run
     runner = CliRunner()
@@ -231,7 +231,7 @@ def test_calibrate_stores_a_rule_that_run_and_reaggregate_apply(
 
 
 def test_unknown_calibration_and_group_say_what_to_do(labelled_run: tuple[Path, str]) -> None:
-    from flows.cli import app
+    from juryflow.cli import app
 
     db, run_id = labelled_run
     runner = CliRunner()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from juryflow.cli import app
 from tests.conftest import SAMPLE
 
 runner = CliRunner()
@@ -66,7 +66,7 @@ def test_run_rejects_a_bad_map(tmp_path: Path) -> None:
 def test_bad_rows_are_stored_and_listed_while_the_rest_is_judged(tmp_path: Path) -> None:
     import json
 
-    from storage.store import Store
+    from juryflow.storage.store import Store
 
     good = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:3]]
     lines = [json.dumps(good[0]).encode(), b"{not json", json.dumps(good[1]).encode()]
@@ -93,7 +93,7 @@ def test_bad_rows_are_stored_and_listed_while_the_rest_is_judged(tmp_path: Path)
 def test_version_prints_the_installed_version() -> None:
     from importlib.metadata import version
 
-    from flows.cli import app
+    from juryflow.cli import app
 
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0, result.output

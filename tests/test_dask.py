@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 def test_chunk_tasks_run_on_a_local_dask_cluster(db_path: Path, tmp_path: Path) -> None:
     prefect_dask = pytest.importorskip("prefect_dask")
-    from flows.evaluate import evaluate
+    from juryflow.evaluate import evaluate
 
     subset = tmp_path / "subset.jsonl"
     subset.write_text(
@@ -31,7 +31,7 @@ def test_chunk_tasks_run_on_a_local_dask_cluster(db_path: Path, tmp_path: Path) 
     )
     assert summary["items"] == 24 and summary["judgments"] == 72
     local = asyncio.run(evaluate(dataset=str(subset), db=str(db_path), chunk_size=8))
-    from storage.store import Store
+    from juryflow.storage.store import Store
 
     _, rows = Store(db_path).query(
         "SELECT a.item_id, a.judge_id, a.score = b.score, "

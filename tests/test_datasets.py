@@ -6,8 +6,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from judges.records import Item
-from storage.datasets import DatasetError, RowError, parse_mapping, read_items
+from juryflow.judges.records import Item
+from juryflow.storage.datasets import DatasetError, RowError, parse_mapping, read_items
 from tests.conftest import SAMPLE
 
 

@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
-from judges.base import Judge
-from judges.detectors.content import ContentWordsDetector
-from judges.detectors.names import NamesDetector
-from judges.detectors.numbers import NumbersDetector
-from judges.detectors.registry import detector_names, get_detector
-from judges.detectors.schedule import check, record_hours
-from judges.detectors.text import merge_spans, sentences, stem, vocabulary
-from judges.offline import OfflineJudge
-from judges.records import Item
+from juryflow.judges.base import Judge
+from juryflow.judges.detectors.content import ContentWordsDetector
+from juryflow.judges.detectors.names import NamesDetector
+from juryflow.judges.detectors.numbers import NumbersDetector
+from juryflow.judges.detectors.registry import detector_names, get_detector
+from juryflow.judges.detectors.schedule import check, record_hours
+from juryflow.judges.detectors.text import merge_spans, sentences, stem, vocabulary
+from juryflow.judges.offline import OfflineJudge
+from juryflow.judges.records import Item
 
 RECORD = str(
     {

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from flows.cli import app
-from judges.breaker import STOP_AFTER, CircuitBreaker
-from judges.panel import JudgeSpec
-from judges.providers.base import ProviderError, error_from_status
-from judges.retry import call_with_retries
-from judges.stub_server import running_stub_server
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.judges.breaker import STOP_AFTER, CircuitBreaker
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers.base import ProviderError, error_from_status
+from juryflow.judges.retry import call_with_retries
+from juryflow.judges.stub_server import running_stub_server
+from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
 
 runner = CliRunner()
@@ -193,7 +193,7 @@ class NoDask(MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NoDask())
-from flows.cli import main
+from juryflow.cli import main
 sys.argv = ["juryflow", *sys.argv[1:]]
 main()
 """

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate
-from judges.stub_server import StubConfig, running_stub_server
-from storage.store import Store
+from juryflow.evaluate import evaluate
+from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

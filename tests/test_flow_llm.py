@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate
-from judges.stub_server import StubConfig, StubHandle, running_stub_server
-from storage.store import Store
+from juryflow.evaluate import evaluate
+from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -109,7 +109,7 @@ def test_mixed_panel_runs_end_to_end_and_the_cache_saves_every_call(
 def test_a_missing_key_stops_the_run_before_any_call(
     stub: StubHandle, subset: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from judges.providers.base import MissingKeyError
+    from juryflow.judges.providers.base import MissingKeyError
 
     monkeypatch.delenv("JURYFLOW_TEST_KEY", raising=False)
     panel = write_panel(tmp_path / "panel.yaml", stub)

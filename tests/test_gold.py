@@ -1,4 +1,4 @@
-"""judges.gold against sklearn, naive character sets and the RAGTruth development sample."""
+"""juryflow.judges.gold against sklearn, naive character sets and the RAGTruth dev sample."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import precision_recall_fscore_support
 
-import judges.gold
-from judges.gold import PRF, response_prf, span_prf
+import juryflow.judges.gold
+from juryflow.judges.gold import PRF, response_prf, span_prf
 
 RAGTRUTH_DATA2TXT = Path(__file__).resolve().parents[2] / "shared/data/ragtruth/data2txt_dev.jsonl"
 
@@ -174,5 +174,5 @@ def test_ragtruth_flag_everything(ragtruth_rows: list[dict]) -> None:
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(judges.gold)
+    result = doctest.testmod(juryflow.judges.gold)
     assert result.attempted > 0 and result.failed == 0

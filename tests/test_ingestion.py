@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from judges.records import Item
-from storage.dataset_readers import COLUMN_SAMPLE_ROWS, iter_jsonl
-from storage.datasets import (
+from juryflow.cli import app
+from juryflow.judges.records import Item
+from juryflow.storage.dataset_readers import COLUMN_SAMPLE_ROWS, iter_jsonl
+from juryflow.storage.datasets import (
     DatasetError,
     RowError,
     dataset_columns,
@@ -392,7 +392,7 @@ def test_dataset_fingerprint_is_the_sha256_and_size_of_the_bytes(tmp_path: Path)
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_run_lists_late_row_errors_and_resumes(tmp_path: Path) -> None:
-    from storage.store import Store
+    from juryflow.storage.store import Store
 
     sample = json.loads(
         (Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl")

@@ -14,10 +14,10 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.run_setup import RunSetupError, plan_run, preflight_resume
-from storage.datasets import dataset_fingerprint
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.run_setup import RunSetupError, plan_run, preflight_resume
+from juryflow.storage.datasets import dataset_fingerprint
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 runner = CliRunner()

@@ -1,7 +1,7 @@
 """Stopping a run on request (issue 10, point 4): Ctrl-C to the terminal's process group,
 SIGTERM, a cancellation in Prefect, and kill -9.
 
-Each test runs `python -m flows.cli run` as a real subprocess against the stub server with
+Each test runs `python -m juryflow run` as a real subprocess against the stub server with
 slow answers. Before the fix, Ctrl-C killed the ephemeral Prefect server first while
 juryflow went on calling models for ~80 s, wrote judgments after the run was marked
 failed, printed 439 lines of errors, and kill -9 left the server running.
@@ -22,10 +22,10 @@ import duckdb
 import psutil
 import pytest
 
-from judges.stub_server import StubConfig, StubHandle, running_stub_server
-from storage.connection import StoreError
-from storage.journal import Journal, journal_path
-from storage.store import Store
+from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.storage.connection import StoreError
+from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 from tests.test_resume import child_env
 
@@ -69,7 +69,7 @@ def start_run(
 ) -> subprocess.Popen[str]:
     dataset = synthetic_dataset(tmp_path / "items.jsonl", ITEMS)
     panel = write_panel(tmp_path / "panel.yaml", stub)
-    command = [sys.executable, "-m", "flows.cli", "run", str(dataset), "--panel", str(panel)]
+    command = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
     return subprocess.Popen(
         [*command, "--db", str(db), "--chunk-size", "50", *extra],
         env=env,
@@ -185,7 +185,7 @@ def test_ctrl_c_stops_calls_marks_the_run_interrupted_and_resume_finishes(
         child = start_run(tmp_path, stub, db, standalone_env())
         run_id = wait_for_judgments(child, db, at_least=120)
         helpers = descendants(child.pid)
-        assert any("flows.prefect_server" in " ".join(p.cmdline()) for p in helpers)
+        assert any("juryflow.prefect_server" in " ".join(p.cmdline()) for p in helpers)
 
         took, _, late_calls, out, err = signal_and_watch(child, stub, signal.SIGINT, group=True)
 
@@ -200,7 +200,7 @@ def test_ctrl_c_stops_calls_marks_the_run_interrupted_and_resume_finishes(
         calls_before_resume = stub.stats.requests()
         # the harness's Prefect server: the resume need not start an ephemeral one again
         resumed = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "run", "--resume", run_id, "--db", str(db)],
+            [sys.executable, "-m", "juryflow", "run", "--resume", run_id, "--db", str(db)],
             env=child_env(JURYFLOW_TEST_KEY="sk-test-interrupts"),
             capture_output=True,
             text=True,
@@ -274,7 +274,7 @@ def test_kill_9_leaves_no_prefect_server_behind(tmp_path: Path) -> None:
         child = start_run(tmp_path, stub, db, standalone_env())
         wait_for_judgments(child, db, at_least=20)
         helpers = descendants(child.pid)
-        assert any("flows.prefect_server" in " ".join(p.cmdline()) for p in helpers)
+        assert any("juryflow.prefect_server" in " ".join(p.cmdline()) for p in helpers)
         child.kill()
         child.communicate(timeout=30)
         # the kernel's parent-death signal (and the server's own watch) end it

@@ -18,15 +18,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from judges.stub_server import StubConfig, running_stub_server
-from storage.connection import (
+from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.storage.connection import (
     Patience,
     StoreLockedError,
     connect,
     lock_wait_seconds,
     patient_waits,
 )
-from storage.store import Store
+from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 from tests.test_resume import child_env
 
@@ -34,7 +34,7 @@ READER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from storage.connection import connect
+    from juryflow.storage.connection import connect
 
     # what a long `juryflow sql` read does: a read-only connection held for its duration
     with connect(Path(sys.argv[1]), read_only=True) as con:
@@ -121,7 +121,7 @@ def test_a_long_reader_makes_the_run_wait_not_fail(tmp_path: Path) -> None:
             ),
             encoding="utf-8",
         )
-        command = [sys.executable, "-m", "flows.cli", "run", str(dataset), "--panel", str(panel)]
+        command = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
         run = subprocess.Popen(
             [*command, "--db", str(db), "--chunk-size", "50"],
             env=child_env(JURYFLOW_TEST_KEY="sk-test-fair", JURYFLOW_LOCK_WAIT_SECONDS="2"),

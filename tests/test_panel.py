@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from judges.panel import DEFAULT_PANEL, PanelError, load_panel
+from juryflow.judges.panel import DEFAULT_PANEL, PanelError, load_panel
 
 
 def write(tmp_path: Path, text: str) -> Path:

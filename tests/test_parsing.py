@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from judges.parsing import (
+from juryflow.judges.parsing import (
     OutputParseError,
     ParsedOutput,
     parse_output,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from prompts.loader import PromptError, load_template, template_names
+from juryflow.prompts.loader import PromptError, load_template, template_names
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from judges.factory import build_client, build_judge, check_keys
-from judges.keys import PLACEHOLDER_KEY, resolve_api_key
-from judges.llm_judge import LLMJudge
-from judges.panel import JudgeSpec, PanelSpec, Price
-from judges.pricing import cost_usd, price_for
-from judges.providers.anthropic import AnthropicClient
-from judges.providers.base import MissingKeyError, ModelRequest, ProviderError
-from judges.providers.openai import OpenAIClient
-from judges.ratelimit import reset_limiters
-from judges.records import Item, Judgment
-from judges.stub_server import StubConfig, StubHandle, good_spans, running_stub_server
-from prompts.loader import load_template
+from juryflow.judges.factory import build_client, build_judge, check_keys
+from juryflow.judges.keys import PLACEHOLDER_KEY, resolve_api_key
+from juryflow.judges.llm_judge import LLMJudge
+from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.pricing import cost_usd, price_for
+from juryflow.judges.providers.anthropic import AnthropicClient
+from juryflow.judges.providers.base import MissingKeyError, ModelRequest, ProviderError
+from juryflow.judges.providers.openai import OpenAIClient
+from juryflow.judges.ratelimit import reset_limiters
+from juryflow.judges.records import Item, Judgment
+from juryflow.judges.stub_server import StubConfig, StubHandle, good_spans, running_stub_server
+from juryflow.prompts.loader import load_template
 
 FAKE_KEY = "sk-test-fake-key-0123456789abcdef"
 PROVIDERS = ("anthropic", "openai")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from judges.panel import JudgeSpec
-from judges.ratelimit import (
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.ratelimit import (
     Limiter,
     LoopSafeSemaphore,
     TokenBucket,

@@ -211,7 +211,7 @@ def test_inline_commands_name_real_subcommands() -> None:
     import typer.main
     from typer.core import TyperGroup
 
-    from flows.cli import app
+    from juryflow.cli import app
 
     text = README.read_text(encoding="utf-8")
     named = set(re.findall(r"`juryflow ([a-z][a-z-]*)", text))
@@ -288,7 +288,7 @@ def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
     store fixture run `juryflow` as a subprocess."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from juryflow.cli import app
 
     runner = CliRunner()
     # shown in the prose and tables above their outputs rather than in a bash block

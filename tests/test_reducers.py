@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import judges.reducers
-from judges.consensus import item_consensus
-from judges.records import Judgment, Span
-from judges.reducers import (
+import juryflow.judges.reducers
+from juryflow.judges.consensus import item_consensus
+from juryflow.judges.records import Judgment, Span
+from juryflow.judges.reducers import (
     Ballot,
     ConsensusRule,
     Reliability,
@@ -33,7 +33,7 @@ weights_st = st.floats(0.1, 10)
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(judges.reducers)
+    result = doctest.testmod(juryflow.judges.reducers)
     assert result.attempted > 20 and result.failed == 0
 
 

@@ -12,12 +12,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.report import render_report, write_report
-from judges.consensus import item_consensus
-from judges.records import GoldLabels, Item, Judgment, Span
-from judges.regression_stats import Thresholds, check_thresholds, compare, regression_message
-from storage.comparisons import save_comparison
-from storage.store import RunRecord, Store
+from juryflow.judges.consensus import item_consensus
+from juryflow.judges.records import GoldLabels, Item, Judgment, Span
+from juryflow.judges.regression_stats import (
+    Thresholds,
+    check_thresholds,
+    compare,
+    regression_message,
+)
+from juryflow.report import render_report, write_report
+from juryflow.storage.comparisons import save_comparison
+from juryflow.storage.store import RunRecord, Store
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> & "quotes" </mark>'
 RESPONSE = f"The tower opened in 1889 in Paris and cost 7 million. {HOSTILE} It is 300 m tall."
@@ -94,7 +99,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def _compare(store: Store) -> None:
-    from storage.comparisons import load_run_scores
+    from juryflow.storage.comparisons import load_run_scores
 
     before, after = load_run_scores(store, "base"), load_run_scores(store, "run-1")
     comparison = compare(
@@ -207,7 +212,7 @@ def test_report_of_a_run_with_no_judgments_yet(tmp_path: Path) -> None:
 
 
 def test_cli_report_defaults_to_the_latest_run(store: Store, tmp_path: Path) -> None:
-    from flows.cli import app
+    from juryflow.cli import app
 
     out = tmp_path / "out" / "report.html"
     result = CliRunner().invoke(app, ["report", "-o", str(out), "--db", str(store.path)])

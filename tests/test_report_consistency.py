@@ -1,8 +1,8 @@
 """The HTML report shows the numbers `juryflow agreement` / `disagreements` show, no others.
 
 Every agreement, accuracy and bias figure of the report comes from
-:func:`flows.analysis.agreement_report`, and its disputed items from
-:func:`flows.analysis.disagreements`. Checked on two mixed panels (a score-only judge next
+:func:`juryflow.analysis.agreement_report`, and its disputed items from
+:func:`juryflow.analysis.disagreements`. Checked on two mixed panels (a score-only judge next
 to span judges): a hand-built store whose numbers are known, and a real run of the
 Prefect flow against the stand-in model server.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.analysis import (
+from juryflow.analysis import (
     Accuracy,
     AgreementReport,
     JudgeSummary,
@@ -29,10 +29,10 @@ from flows.analysis import (
     agreement_report,
     disagreements,
 )
-from flows.report import render_report
-from judges.consensus import item_consensus
-from judges.records import GoldLabels, Item, Judgment, Span
-from storage.store import RunRecord, Store
+from juryflow.judges.consensus import item_consensus
+from juryflow.judges.records import GoldLabels, Item, Judgment, Span
+from juryflow.report import render_report
+from juryflow.storage.store import RunRecord, Store
 from tests.conftest import SAMPLE
 
 # -- reading the report back ------------------------------------------------------------
@@ -202,8 +202,8 @@ def _hand_store(path: Path) -> Store:
 def prefect_run(
     prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Store, str]]:
-    from flows.evaluate import evaluate
-    from judges.stub_server import StubConfig, running_stub_server
+    from juryflow.evaluate import evaluate
+    from juryflow.judges.stub_server import StubConfig, running_stub_server
 
     folder = tmp_path_factory.mktemp("report-run")
     subset = folder / "subset.jsonl"
@@ -292,7 +292,7 @@ def test_span_f1_of_a_score_only_judge_reads_na_with_the_reason(case: Case) -> N
 
 
 def test_disputed_items_are_in_the_order_of_juryflow_disagreements(case: Case) -> None:
-    from flows.cli import app
+    from juryflow.cli import app
 
     top = 8
     page = _page(render_report(case.store, case.run_id, top=top))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate
-from judges.stub_server import StubConfig, running_stub_server
-from storage.journal import Journal, journal_path
-from storage.store import Store
+from juryflow.evaluate import evaluate
+from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
@@ -60,7 +60,7 @@ def test_a_killed_run_resumes_without_repeating_completed_calls(
             "  - {id: n, provider: offline, detector: numbers}\n",
             encoding="utf-8",
         )
-        command = [sys.executable, "-m", "flows.cli", "run", str(dataset), "--panel", str(panel)]
+        command = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
         child = subprocess.Popen(
             [*command, "--db", str(killed_db), "--chunk-size", "50"],
             env=child_env(),

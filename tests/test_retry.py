@@ -6,8 +6,12 @@ import random
 
 import pytest
 
-from judges.providers.base import ProviderError, parse_retry_after, retry_after_from_headers
-from judges.retry import RetriesExhausted, backoff_delay, call_with_retries
+from juryflow.judges.providers.base import (
+    ProviderError,
+    parse_retry_after,
+    retry_after_from_headers,
+)
+from juryflow.judges.retry import RetriesExhausted, backoff_delay, call_with_retries
 
 
 class Flaky:

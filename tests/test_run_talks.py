@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flows import progress
-from flows.artifacts import run_markdown
-from flows.progress_view import PlainTicker, Tally, live_bar, progress_seconds
-from flows.report import load_report_data, summary_section
-from flows.runner import _listener
-from judges.records import Judgment, Usage
-from judges.stub_server import StubConfig, StubHandle, running_stub_server
-from storage.store import Store
+from juryflow import progress
+from juryflow.artifacts import run_markdown
+from juryflow.judges.records import Judgment, Usage
+from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.progress_view import PlainTicker, Tally, live_bar, progress_seconds
+from juryflow.report import load_report_data, summary_section
+from juryflow.runner import _listener
+from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 from tests.test_resume import child_env
 
@@ -54,7 +54,7 @@ def juryflow(*args: str, seconds: str = "0.5") -> subprocess.CompletedProcess[st
     env = child_env(JURYFLOW_TEST_KEY="sk-test-talks", JURYFLOW_PROGRESS_SECONDS=seconds)
     env["COLUMNS"] = "250"
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "juryflow", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.run_setup import ResumeRequest, plan_run, resume_conflicts
-from storage.run_queries import RunIdError, resolve_run_id
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.run_setup import ResumeRequest, plan_run, resume_conflicts
+from juryflow.storage.run_queries import RunIdError, resolve_run_id
+from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
 
 runner = CliRunner()

@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from judges.factory import build_judge, check_keys
-from judges.keys import PLACEHOLDER_KEY, MaskedCredentialsError, resolve_api_key
-from judges.llm_judge import LLMJudge
-from judges.panel import JudgeSpec, PanelSpec, parse_panel
-from judges.providers.base import ProviderError
-from judges.ratelimit import reset_limiters
-from judges.records import Item, unscored
-from judges.redact import (
+from juryflow.cli import app
+from juryflow.judges.factory import build_judge, check_keys
+from juryflow.judges.keys import PLACEHOLDER_KEY, MaskedCredentialsError, resolve_api_key
+from juryflow.judges.llm_judge import LLMJudge
+from juryflow.judges.panel import JudgeSpec, PanelSpec, parse_panel
+from juryflow.judges.providers.base import ProviderError
+from juryflow.judges.ratelimit import reset_limiters
+from juryflow.judges.records import Item, unscored
+from juryflow.judges.redact import (
     MASK,
     known_secrets,
     redact_text,
@@ -37,12 +37,12 @@ from judges.redact import (
     remember_secret,
     url_secrets,
 )
-from judges.retry import RetriesExhausted
-from judges.stub_server import StubConfig, StubHandle, running_stub_server
-from storage.connection import connect
-from storage.files import current_umask, private_file, private_files, write_private_text
-from storage.journal import Journal
-from storage.store import Store
+from juryflow.judges.retry import RetriesExhausted
+from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.storage.connection import connect
+from juryflow.storage.files import current_umask, private_file, private_files, write_private_text
+from juryflow.storage.journal import Journal
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 runner = CliRunner()
@@ -575,7 +575,7 @@ def test_a_failed_runs_error_is_stored_redacted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No path of today's flow puts a URL in runs.error, so a failure is injected that does."""
-    import flows.evaluate as evaluate_module
+    import juryflow.evaluate as evaluate_module
 
     url = f"http://alice:{PASSWORD}@gw.example.test/v1?api_key={QUERY_SECRET}"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from judges.stub_server import StubConfig, running_stub_server
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -112,7 +112,7 @@ def test_hostile_item_text_cannot_break_out_of_its_prompt(
     """Hostile data travels through a real judge; the prompt the model saw keeps its shape."""
     import json
 
-    from flows.evaluate import evaluate
+    from juryflow.evaluate import evaluate
 
     monkeypatch.setenv("JURYFLOW_TEST_KEY", "sk-test")
     hostile = (
@@ -136,7 +136,7 @@ def test_hostile_item_text_cannot_break_out_of_its_prompt(
         asyncio.run(evaluate(dataset=str(dataset), panel=str(panel), db=str(tmp_path / "h.db")))
         prompts = stub.prompts()
     (prompt,) = prompts
-    from prompts.loader import load_template
+    from juryflow.prompts.loader import load_template
 
     template = load_template("hallucination_score").text
     for tag in ("<input>", "</input>", "<output>", "</output>"):

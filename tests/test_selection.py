@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from flows.cli import app
-from judges.records import Item
-from storage.datasets import RowError, select_items
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.judges.records import Item
+from juryflow.storage.datasets import RowError, select_items
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 runner = CliRunner()
@@ -102,7 +102,7 @@ def test_limit_and_sample_are_checked_up_front(tmp_path: Path) -> None:
 def test_select_items_doctests_pass() -> None:
     import doctest
 
-    import storage.datasets
+    import juryflow.storage.datasets
 
-    result = doctest.testmod(storage.datasets)
+    result = doctest.testmod(juryflow.storage.datasets)
     assert result.attempted >= 3 and result.failed == 0

@@ -22,8 +22,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from storage.sql_guard import SqlRefused, check_statements, confined_connection
+from juryflow.cli import app
+from juryflow.storage.sql_guard import SqlRefused, check_statements, confined_connection
 from tests.conftest import REPO, SAMPLE
 
 
@@ -52,7 +52,7 @@ def sql(
     env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
     store = str(db or scene.db)
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", "sql", statement, "--db", store, *extra],
+        [sys.executable, "-m", "juryflow", "sql", statement, "--db", store, *extra],
         cwd=scene.cwd,
         env=env,
         capture_output=True,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from judges.records import Judgment, Span
-from storage.journal import Journal
-from storage.schema import LATEST_VERSION
-from storage.store import Store
+from juryflow.judges.records import Judgment, Span
+from juryflow.storage.journal import Journal
+from juryflow.storage.schema import LATEST_VERSION
+from juryflow.storage.store import Store
 
 
 def judgment(item: str, judge: str, score: float | None = 0.5, key: str | None = None) -> Judgment:

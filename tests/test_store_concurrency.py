@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from storage.connection import StoreLockedError, connect
-from storage.store import Store
+from juryflow.storage.connection import StoreLockedError, connect
+from juryflow.storage.store import Store
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from judges.records import Judgment
-    from storage.store import Store
+    from juryflow.judges.records import Judgment
+    from juryflow.storage.store import Store
 
     store = Store(sys.argv[1])
     run_id = sys.argv[2]

@@ -20,11 +20,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from storage.connection import StoreError
-from storage.journal import journal_path
-from storage.schema import LATEST_VERSION, MIGRATIONS
-from storage.store import Store
+from juryflow.cli import app
+from juryflow.storage.connection import StoreError
+from juryflow.storage.journal import journal_path
+from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS
+from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
 runner = CliRunner()

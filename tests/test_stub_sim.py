@@ -17,14 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.factory import build_judge
-from judges.gold import span_prf
-from judges.llm_judge import LLMJudge
-from judges.panel import JudgeSpec
-from judges.ratelimit import reset_limiters
-from judges.records import Item, Judgment
-from judges.stub_server import StubConfig, StubHandle, parse_model, running_stub_server
-from judges.stub_sim import (
+from juryflow.judges.factory import build_judge
+from juryflow.judges.gold import span_prf
+from juryflow.judges.llm_judge import LLMJudge
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.ratelimit import reset_limiters
+from juryflow.judges.records import Item, Judgment
+from juryflow.judges.stub_server import StubConfig, StubHandle, parse_model, running_stub_server
+from juryflow.judges.stub_sim import (
     Gold,
     GoldEntry,
     SimScore,
@@ -33,8 +33,8 @@ from judges.stub_sim import (
     parse_sim,
     response_in,
 )
-from prompts.loader import load_template
-from storage.datasets import read_items
+from juryflow.prompts.loader import load_template
+from juryflow.storage.datasets import read_items
 
 RAGTRUTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 DATA2TXT = RAGTRUTH / "data2txt_dev.jsonl"
@@ -376,8 +376,9 @@ def test_module_entry_point_serves_sim_judges_from_gold(tmp_path: Path) -> None:
     label = {"start": 34, "end": 51, "text": "ramen on Sundays."}
     dataset.write_text(json.dumps({"response": response, "labels": [label]}) + "\n")
     prompt = load_template(SPANS_PROMPT).render({"reference": "{}", "response": response})
+    stand_in = [sys.executable, "-m", "juryflow.judges.stub_server"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "judges.stub_server", "--port", "0", "--gold", str(dataset)],
+        [*stand_in, "--port", "0", "--gold", str(dataset)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -402,7 +403,7 @@ def test_module_entry_point_serves_sim_judges_from_gold(tmp_path: Path) -> None:
 def test_cli_stub_server_rejects_an_unreadable_gold_set(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from juryflow.cli import app
 
     result = CliRunner().invoke(app, ["stub-server", "--gold", str(tmp_path / "no.jsonl")])
     assert result.exit_code == 2

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flows.output import dump_json, print_run_summary, safe_text
+from juryflow.output import dump_json, print_run_summary, safe_text
 from tests.conftest import REPO, SAMPLE
 
 ESC, BEL, CSI8 = "\x1b", "\x07", "\x9b"
@@ -101,7 +101,7 @@ def child_env(*, terminal: bool) -> dict[str, str]:
 
 def juryflow(*args: str, terminal: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "juryflow", *args],
         env=child_env(terminal=terminal),
         capture_output=True,
         text=True,

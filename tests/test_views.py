@@ -1,9 +1,9 @@
 """The agreement views: hand-computed numbers, and the same numbers as the numpy maths.
 
 Hand-built stores (records written with the Store's own inserts, consensus from
-``judges.consensus``) pin exact values; a randomised store and a real offline run check
-that every view agrees with :func:`flows.analysis.agreement_report`, which is built on the
-tested numpy functions of ``judges.agreement`` / ``judges.gold``.
+``juryflow.judges.consensus``) pin exact values; a randomised store and a real offline run check
+that every view agrees with :func:`juryflow.analysis.agreement_report`, which is built on the
+tested numpy functions of ``juryflow.judges.agreement`` / ``juryflow.judges.gold``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from flows.analysis import AgreementReport, agreement_report
-from judges.consensus import panel_consensus
-from judges.records import GoldLabels, Item, Judgment, OutputKind, Span, unscored
-from storage import analysis as sa
-from storage.store import RunRecord, Store
+from juryflow.analysis import AgreementReport, agreement_report
+from juryflow.judges.consensus import panel_consensus
+from juryflow.judges.records import GoldLabels, Item, Judgment, OutputKind, Span, unscored
+from juryflow.storage import analysis as sa
+from juryflow.storage.store import RunRecord, Store
 
 # Every character is its own word, so consensus spans are never widened by word snapping.
 TEXT = "a.b.c.d.e.f.g.h.i.j"
@@ -401,7 +401,7 @@ def test_views_are_created_for_an_older_store(tmp_path: Path) -> None:
 def offline_store(
     prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Store]:
-    from flows.evaluate import evaluate
+    from juryflow.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("views") / "offline.duckdb"
     asyncio.run(evaluate(db=str(db)))
@@ -425,8 +425,8 @@ def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> N
     """The view's span counts (from the consensus step) against Python sets of characters."""
     import random
 
-    from judges.records import Judgment, Span
-    from storage.store import Store
+    from juryflow.judges.records import Judgment, Span
+    from juryflow.storage.store import Store
 
     rng = random.Random(11)
     store = Store(tmp_path / "sets.duckdb")
@@ -447,7 +447,7 @@ def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> N
         expected[item_id] = (len(union), len(flagged[0] & flagged[1] & flagged[2]))
     store.insert_items("r", items)
     store.insert_judgments("r", judgments)
-    from judges.consensus import item_consensus
+    from juryflow.judges.consensus import item_consensus
 
     store.insert_consensus(
         "r",

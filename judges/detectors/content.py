@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from judges.detectors.text import (
+from juryflow.judges.detectors.text import (
     STOPWORDS,
     merge_spans,
     parse_record,

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
 
-from judges.detectors.text import STOPWORDS, merge_spans, parse_record, stem, vocabulary, wordset
+from juryflow.judges.detectors.text import (
+    STOPWORDS,
+    merge_spans,
+    parse_record,
+    stem,
+    vocabulary,
+    wordset,
+)
 
 _CAPITALISED = re.compile(r"[A-Z][A-Za-z'’&.-]*[A-Za-z]|[A-Z]")
 _JOINERS = re.compile(r"^[ \t]*(?:&|'n'|n'|of|de|la|le|del|the|and)?[ \t]*$")

@@ -6,7 +6,7 @@ Values are compared, not strings, so "4" supports "4.0 stars", "20:0" supports "
 field rather than against any value anywhere, since that is where a generator goes wrong
 with values that do occur in the record:
 
-- opening hours, against ``hours`` day by day (:mod:`judges.detectors.schedule`), flagged
+- opening hours, against ``hours`` day by day (:mod:`juryflow.judges.detectors.schedule`), flagged
   whole ("open from 11 AM to 9 PM Tuesday to Sunday"): the times may each be right;
 - the business's rating ("an average rating of 4.0 stars"), against ``business_stars``
   rather than against every review's stars.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from judges.detectors import schedule
-from judges.detectors.text import merge_spans, parse_record, walk_record
+from juryflow.judges.detectors import schedule
+from juryflow.judges.detectors.text import merge_spans, parse_record, walk_record
 
 _MONTH_NAMES = (
     ("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",),

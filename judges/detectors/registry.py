@@ -14,9 +14,9 @@ class Detector(Protocol):
 
 
 def _registry() -> dict[str, Detector]:
-    from judges.detectors.content import ContentWordsDetector
-    from judges.detectors.names import NamesDetector
-    from judges.detectors.numbers import NumbersDetector
+    from juryflow.judges.detectors.content import ContentWordsDetector
+    from juryflow.judges.detectors.names import NamesDetector
+    from juryflow.judges.detectors.numbers import NumbersDetector
 
     detectors: list[Detector] = [NumbersDetector(), NamesDetector(), ContentWordsDetector()]
     return {d.name: d for d in detectors}

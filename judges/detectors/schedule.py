@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from judges.detectors.text import sentences
+from juryflow.judges.detectors.text import sentences
 
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ALL_DAYS = frozenset(range(7))

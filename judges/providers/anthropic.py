@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 
-from judges.providers.base import (
+from juryflow.judges.providers.base import (
     TOOL_NAME,
     ModelRequest,
     ModelResponse,
@@ -16,11 +16,11 @@ from judges.providers.base import (
     error_from_status,
     output_schema,
 )
-from judges.redact import redact_text
+from juryflow.judges.redact import redact_text
 
 
 class AnthropicClient:
-    """A :class:`~judges.providers.base.ModelClient` for the Messages API."""
+    """A :class:`~juryflow.judges.providers.base.ModelClient` for the Messages API."""
 
     provider = "anthropic"
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from judges.records import OutputKind
-from judges.redact import (
+from juryflow.judges.records import OutputKind
+from juryflow.judges.redact import (
     header_secrets,
     protect_logs,
     redact_text,
@@ -89,7 +89,7 @@ class ProviderError(Exception):
         """Whether no call of this judge can succeed: a rejected key or an unknown model.
 
         Such an answer does not depend on the item, so the judge is stopped (see
-        :mod:`judges.breaker`) rather than called again for every remaining item.
+        :mod:`juryflow.judges.breaker`) rather than called again for every remaining item.
         """
         return self.kind in ("auth", "not_found")
 

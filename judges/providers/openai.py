@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 
-from judges.providers.base import (
+from juryflow.judges.providers.base import (
     TOOL_NAME,
     ModelRequest,
     ModelResponse,
@@ -22,14 +22,14 @@ from judges.providers.base import (
     error_from_status,
     output_schema,
 )
-from judges.redact import redact_text
+from juryflow.judges.redact import redact_text
 
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
 
 
 class OpenAIClient:
-    """A :class:`~judges.providers.base.ModelClient` for Chat Completions."""
+    """A :class:`~juryflow.judges.providers.base.ModelClient` for Chat Completions."""
 
     provider = "openai"
 

@@ -1,0 +1,5 @@
+"""``python -m juryflow``: the command line."""
+
+from juryflow.cli import main
+
+main()
