@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from juryflow.judges import agreement as ag
@@ -198,6 +199,9 @@ class Reliability(_Frozen):
 
 
 class AgreementReport(_Frozen):
+    """Everything a run's judges agree and disagree on, and how they fare against human
+    labels: the one source of the CLI's, the report's, the artifacts' and the API's numbers."""
+
     run_id: str
     status: str
     dataset: str | None
@@ -217,6 +221,115 @@ class AgreementReport(_Frozen):
     unlocalised: int = 0
     """Items where the judges agree something is wrong but no character won the span vote."""
     reliability: Reliability | None = None
+
+    # -- the same numbers as Arrow tables, for notebooks (juryflow.api) ------------------
+
+    def judges_table(self) -> pa.Table:
+        """One row per judge: answers, mean score, flag rate, bias and agreement with the
+        consensus."""
+        return pa.Table.from_pylist(
+            [
+                {
+                    "judge_id": s.judge_id,
+                    "output_kind": s.output_kind,
+                    "prompt": s.prompt,
+                    "n_items": s.n_items,
+                    "n_scored": s.n_scored,
+                    "mean_score": s.mean_score,
+                    "flag_rate": s.flag_rate,
+                    "bias": s.bias.value,
+                    "consensus_verdict_agreement": s.consensus_verdict_agreement.value,
+                    "consensus_span_f1": s.consensus_span_f1.value,
+                }
+                for s in self.judge_summaries
+            ],
+            schema=_JUDGES_SCHEMA,
+        )
+
+    def pairs_table(self) -> pa.Table:
+        """One row per judge pair and group (the whole panel first): items both scored,
+        verdict agreement, Cohen's kappa and the span F1 between their spans."""
+        return pa.Table.from_pylist(
+            [
+                {
+                    "group": group.name,
+                    "judge_a": pair.judge_a,
+                    "judge_b": pair.judge_b,
+                    "n_items": pair.n_items,
+                    "verdict_agreement": pair.verdict_agreement.value,
+                    "cohen_kappa": pair.cohen_kappa.value,
+                    "n_span_items": pair.n_span_items,
+                    "span_f1": pair.span_f1.value,
+                }
+                for group in self.groups
+                for pair in group.pairs
+            ],
+            schema=_PAIRS_SCHEMA,
+        )
+
+    def accuracy_table(self) -> pa.Table:
+        """One row per judge and the consensus against the human labels (empty without)."""
+
+        def prf(prefix: str, scores: Scores | None) -> dict[str, float | None]:
+            return {
+                f"{prefix}_precision": scores.precision if scores else None,
+                f"{prefix}_recall": scores.recall if scores else None,
+                f"{prefix}_f1": scores.f1 if scores else None,
+            }
+
+        return pa.Table.from_pylist(
+            [
+                {
+                    "predictor": a.predictor,
+                    "n_items": a.n_items,
+                    "coverage": a.coverage,
+                    **prf("response", a.response),
+                    **prf("span", a.spans),
+                }
+                for a in self.accuracy
+            ],
+            schema=_ACCURACY_SCHEMA,
+        )
+
+
+_JUDGES_SCHEMA = pa.schema(
+    [
+        ("judge_id", pa.string()),
+        ("output_kind", pa.string()),
+        ("prompt", pa.string()),
+        ("n_items", pa.int64()),
+        ("n_scored", pa.int64()),
+        ("mean_score", pa.float64()),
+        ("flag_rate", pa.float64()),
+        ("bias", pa.float64()),
+        ("consensus_verdict_agreement", pa.float64()),
+        ("consensus_span_f1", pa.float64()),
+    ]
+)
+_PAIRS_SCHEMA = pa.schema(
+    [
+        ("group", pa.string()),
+        ("judge_a", pa.string()),
+        ("judge_b", pa.string()),
+        ("n_items", pa.int64()),
+        ("verdict_agreement", pa.float64()),
+        ("cohen_kappa", pa.float64()),
+        ("n_span_items", pa.int64()),
+        ("span_f1", pa.float64()),
+    ]
+)
+_ACCURACY_SCHEMA = pa.schema(
+    [
+        ("predictor", pa.string()),
+        ("n_items", pa.int64()),
+        ("coverage", pa.float64()),
+        *[
+            (f"{prefix}_{measure}", pa.float64())
+            for prefix in ("response", "span")
+            for measure in ("precision", "recall", "f1")
+        ],
+    ]
+)
 
 
 # -- computing ------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""The wheel: one top-level package, `juryflow`, that runs on its own, away from the checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (found,) = out.glob("juryflow-*.whl")
+    return found
+
+
+def test_the_wheel_installs_only_juryflow(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"juryflow", next(t for t in tops if t.endswith(".dist-info"))}
+    for needed in (
+        "juryflow/__init__.py",
+        "juryflow/__main__.py",
+        "juryflow/py.typed",
+        "juryflow/cli.py",
+        "juryflow/judges/consensus.py",
+        "juryflow/judges/providers/anthropic.py",
+        "juryflow/judges/detectors/__init__.py",
+        "juryflow/storage/store.py",
+        "juryflow/prompts/catalog.yaml",
+        "juryflow/prompts/templates/data2txt_spans.v1.txt",
+        "juryflow/examples/ragtruth_data2txt_sample.jsonl",
+        "juryflow/examples/panel.offline.yaml",
+    ):
+        assert needed in names, needed
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "juryflow = juryflow.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_the_installed_wheel_runs_its_bundled_sample_outside_the_checkout(
+    wheel: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target)]
+        + [str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    # the wheel's copy comes first on the path, ahead of the checkout's editable install
+    env = {**os.environ, "PYTHONPATH": str(target), "PREFECT_HOME": str(tmp_path / "ph")}
+    where = subprocess.run(
+        [sys.executable, "-c", "import juryflow, juryflow.api; print(juryflow.api.__file__)"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.strip().startswith(str(target))
+    db = tmp_path / "wheel.duckdb"
+    run = subprocess.run(
+        [sys.executable, "-m", "juryflow", "run", "--limit", "3", "--db", str(db)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT dataset FROM runs").fetchone()
+    assert row is not None
+    # the sample the wheel bundles, not the checkout's examples/
+    assert row[0] == str(target / "juryflow" / "examples" / "ragtruth_data2txt_sample.jsonl")
