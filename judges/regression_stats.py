@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from juryflow.judges.agreement import krippendorff_alpha
 
@@ -152,6 +151,9 @@ def paired_score_change(before: npt.ArrayLike, after: npt.ArrayLike) -> ScoreCha
     changed = int(np.count_nonzero(d))
     if not changed:
         return ScoreChange(int(d.size), mean, median, 0.0, 1.0, low, high, n_changed=0)
+    # scipy.stats takes ~0.4 s to import; every run start would pay it for this one call
+    from scipy import stats
+
     result = stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
     return ScoreChange(
         n_paired=int(d.size),
