@@ -15,6 +15,7 @@ import duckdb
 
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.connection import StoreError
+from juryflow.storage.report_queries import judge_stats
 from juryflow.storage.run_queries import cost_split
 from juryflow.storage.store import Store
 
@@ -73,21 +74,6 @@ def rounded_table(rows: list[dict[str, Any]], digits: int = 4) -> list[dict[str,
 def _md(text: Any) -> str:
     """Markdown table cells: no pipes or newlines from the data."""
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def judge_stats(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """Per judge: counts, mean score, hallucinated share, mean |score - consensus median|."""
-    columns, rows = store.query(
-        "SELECT j.judge_id, any_value(j.provider) AS provider, any_value(j.model) AS model, "
-        "count(*) AS judgments, count(j.score) AS scored, count(*) - count(j.score) AS unscored, "
-        "avg(j.score) AS mean_score, avg(j.verdict::INTEGER) AS hallucinated_share, "
-        "avg(abs(j.score - c.score_median)) AS mean_abs_diff_from_consensus, "
-        "sum(j.cost_usd) AS cost_usd "
-        "FROM judgments j LEFT JOIN consensus c USING (run_id, item_id) "
-        "WHERE j.run_id = ? GROUP BY j.judge_id ORDER BY j.judge_id",
-        [run_id],
-    )
-    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 def run_markdown(store: Store, run_id: str) -> str:

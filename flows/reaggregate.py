@@ -49,25 +49,6 @@ def _text_variable(run: RunRecord, store: Store) -> str:
     return plan.text_variable
 
 
-def copy_run_rows(store: Store, source_run_id: str, run_id: str) -> None:
-    """Copy items, judgments and their spans of one run under another run id (one transaction).
-
-    The copied judgments are marked ``cached``: the new run reused them and paid for none,
-    so no sum of its cost counts them as spent again.
-    """
-    with store.write() as con:
-        for table, replaced in (
-            ("items", ""),
-            ("judgments", ", TRUE AS cached"),
-            ("judgment_spans", ""),
-        ):
-            con.execute(
-                f"INSERT INTO {table} SELECT * REPLACE (?::VARCHAR AS run_id{replaced}) "
-                f"FROM {table} WHERE run_id = ?",
-                [run_id, source_run_id],
-            )
-
-
 def recompute(
     judgments: list[Judgment],
     texts: dict[str, str],
@@ -200,7 +181,7 @@ async def reaggregate(
         )
     )
     try:
-        copy_run_rows(store, run_id, new_id)
+        store.copy_run_rows(run_id, new_id)
         fitted = _replace_consensus(store, new_id, source, needed, rule)
     except BaseException as error:
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")

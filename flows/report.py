@@ -51,6 +51,7 @@ from juryflow.analysis import (
 from juryflow.judges.agreement import merge_spans
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.files import write_private_text
+from juryflow.storage.report_queries import judge_stats, raw_scores
 from juryflow.storage.run_queries import cost_split
 from juryflow.storage.store import RunRecord, Store
 
@@ -278,40 +279,22 @@ class ReportData:
 
 
 def _judge_meta(store: Store, run_id: str) -> dict[str, JudgeMeta]:
-    _, rows = store.query(
-        # what this run paid: judgments taken from the cache were paid by an earlier run
-        "SELECT judge_id, any_value(provider), any_value(model), count(*), "
-        "CASE WHEN count(cost_usd) > 0 "
-        "THEN coalesce(sum(cost_usd) FILTER (WHERE NOT cached), 0) END "
-        "FROM judgments WHERE run_id = ? GROUP BY judge_id",
-        [run_id],
-    )
     return {
-        str(judge_id): JudgeMeta(provider, model, int(n), None if cost is None else float(cost))
-        for judge_id, provider, model, n, cost in rows
+        str(row["judge_id"]): JudgeMeta(
+            row["provider"],
+            row["model"],
+            int(row["judgments"]),
+            None if row["cost_usd"] is None else float(row["cost_usd"]),
+        )
+        for row in judge_stats(store, run_id)
     }
-
-
-def _raw_scores(store: Store, run_id: str) -> tuple[dict[str, list[float]], list[float]]:
-    _, rows = store.query(
-        "SELECT judge_id, score FROM judgments WHERE run_id = ? AND score IS NOT NULL",
-        [run_id],
-    )
-    scores: dict[str, list[float]] = {}
-    for judge_id, score in rows:
-        scores.setdefault(str(judge_id), []).append(float(score))
-    _, medians = store.query(
-        "SELECT score_median FROM consensus WHERE run_id = ? AND score_median IS NOT NULL",
-        [run_id],
-    )
-    return scores, [float(m) for (m,) in medians]
 
 
 def load_report_data(store: Store, run_id: str, top: int = 15) -> ReportData:
     run = store.get_run(run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {store.path}")
-    scores, medians = _raw_scores(store, run_id)
+    scores, medians = raw_scores(store, run_id)
     return ReportData(
         run=run,
         summary={**store.run_summary(run_id), **cost_split(store, run_id)},

@@ -503,6 +503,25 @@ class Store:
 
     # -- reading back -------------------------------------------------------------------
 
+    def copy_run_rows(self, source_run_id: str, run_id: str) -> None:
+        """Copy items, judgments and their spans of one run under another id (one
+        transaction), for a re-aggregation.
+
+        The copied judgments are marked ``cached``: the new run reused them and paid for
+        none, so no sum of its cost counts them as spent again.
+        """
+        with self.write() as con:
+            for table, replaced in (
+                ("items", ""),
+                ("judgments", ", TRUE AS cached"),
+                ("judgment_spans", ""),
+            ):
+                con.execute(
+                    f"INSERT INTO {table} SELECT * REPLACE (?::VARCHAR AS run_id{replaced}) "
+                    f"FROM {table} WHERE run_id = ?",
+                    [run_id, source_run_id],
+                )
+
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[list[str], list[tuple]]:
         """A read-only query: column names and rows."""
         with self.read() as con:

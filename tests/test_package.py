@@ -56,8 +56,7 @@ def test_the_installed_wheel_runs_its_bundled_sample_outside_the_checkout(
 ) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target)]
-        + [str(wheel)],
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), wheel],
         check=True,
         capture_output=True,
     )
