@@ -1,4 +1,4 @@
-"""CLI commands for operations: `regression`, `reaggregate`, `report` and `serve`.
+"""CLI commands for operations: `regression`, `reaggregate`, `report`, `serve` and `init`.
 
 Registered on the main app by :func:`register` (``flows/cli.py``).
 """
@@ -249,8 +249,33 @@ def serve_command(
     )
 
 
+def init_command(
+    directory: Annotated[
+        str, typer.Argument(metavar="[DIR]", help="Where to write it (made if missing).")
+    ] = ".",
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite starter files that already exist.")
+    ] = False,
+) -> None:
+    """Write a starter project (dataset, panels, a prompt file of your own) that runs as is."""
+    from pathlib import Path
+
+    from juryflow.init_project import InitError, next_command, write_starter
+
+    target = Path(directory)
+    try:
+        written = write_starter(target, force=force)
+    except InitError as error:
+        _fail(str(error))
+        return
+    for path, what in written:
+        console.print(output.plain(f"wrote {path}  ({what})"), soft_wrap=True)
+    console.print(output.plain(f"next: {next_command(target)}"), soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command("regression")(regression_command)
     app.command("reaggregate")(reaggregate_command)
     app.command("report")(report_command)
     app.command("serve")(serve_command)
+    app.command("init")(init_command)

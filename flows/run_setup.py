@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-from importlib import resources
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from juryflow.judges.factory import check_keys
 from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
 from juryflow.judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
-from juryflow.prompts.loader import PromptTemplate, load_template
+from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from juryflow.storage.store import RunRecord, Store, new_run_id
 
@@ -61,8 +61,13 @@ class RunPlan:
 
     @property
     def templates(self) -> list[PromptTemplate]:
-        names = dict.fromkeys(j.prompt for j in self.panel.judges if j.prompt)
-        return [load_template(name) for name in names if name]
+        """The panel's prompt templates, each once (catalogue and file prompts alike)."""
+        found: dict[str, PromptTemplate] = {}
+        for judge in self.panel.judges:
+            if judge.prompt:
+                template = judge.template()
+                found.setdefault(template.ref, template)
+        return list(found.values())
 
     @property
     def needed_variables(self) -> list[str]:
@@ -106,6 +111,33 @@ def consensus_rule_for(
     except RuleError as error:
         raise RunSetupError(f"calibration {calibration!r}: {error}") from None
     return rule.resolve(panel.all_span_judges)
+
+
+def check_span_texts(panel: PanelSpec, columns: dict[str, str]) -> None:
+    """Every span judge flags spans in the same dataset column; raises RunSetupError.
+
+    The consensus votes on character offsets: offsets into two different texts would be
+    combined as if they were one. A prompt file's ``span_variable`` can name any variable,
+    so this is checked once the columns are known.
+    """
+    seen: dict[str, str] = {}
+    for judge in panel.judges:
+        if judge.provider == "offline":
+            variable: str | None = "response"
+        else:
+            template = judge.template()
+            variable = template.span_variable if template.output_kind == "spans" else None
+        if variable is None:
+            continue
+        column = columns.get(variable, variable)
+        seen.setdefault(column, f"{judge.id} ({variable})")
+    if len(seen) > 1:
+        found = ", ".join(f"{judge} in column {column!r}" for column, judge in seen.items())
+        raise RunSetupError(
+            f"the panel's span judges flag spans in different texts: {found}; the consensus "
+            "compares character offsets, so map their span variables to one column with "
+            "--map VAR=COLUMN"
+        )
 
 
 def checked_quorum(quorum: int | None, panel: PanelSpec) -> int:
@@ -155,7 +187,8 @@ def preflight(
         use_cache=False,
         resumed=False,
     )
-    resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
+    columns = resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
+    check_span_texts(panel_spec, columns.variables)
     store = Store(db)
     store.migrate()
     consensus_rule_for(store, panel_spec, calibration)
@@ -180,6 +213,27 @@ def _as_stored(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+def _panel_conflict(panel: str, run: RunRecord) -> list[str]:
+    given = load_panel(panel)
+    if _as_stored(given.public_dict()) == run.panel:
+        return []
+    stored = parse_panel(run.panel, f"run {run.run_id}")
+    for judge in given.judges:
+        kept = next((j for j in stored.judges if j.id == judge.id), None)
+        if (
+            kept is not None
+            and judge.prompt_file
+            and kept.prompt_file
+            and judge.prompt == kept.prompt
+            and judge.prompt_text != kept.prompt_text
+        ):
+            return [
+                f"--panel {panel} (judge {judge.id}'s prompt file {judge.prompt} changed "
+                "since the run started; without --panel the resume uses the stored text)"
+            ]
+    return [f"--panel {panel} (the run's panel {run.panel_name} differs)"]
+
+
 def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
     """The given options that differ from what ``run`` started with, each with the run's.
 
@@ -199,8 +253,8 @@ def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
         and Path(given.dataset).resolve() != Path(run.dataset)
     ):
         found.append(f"DATASET {given.dataset} (the run read {run.dataset})")
-    if given.panel is not None and _as_stored(load_panel(given.panel).public_dict()) != run.panel:
-        found.append(f"--panel {given.panel} (the run's panel {run.panel_name} differs)")
+    if given.panel is not None:
+        found += _panel_conflict(given.panel, run)
     if given.mapping is not None and given.mapping != dict(stored.get("mapping") or {}):
         kept = " ".join(f"{k}={v}" for k, v in (stored.get("mapping") or {}).items()) or "none"
         found.append(f"--map {' '.join(f'{k}={v}' for k, v in given.mapping.items())} "
@@ -285,6 +339,7 @@ def plan_run(
         sample=sample,
         seed=seed,
     )
+    _check_span_texts_of(plan)
     store.create_run(
         RunRecord(
             run_id=run_id,
@@ -296,9 +351,7 @@ def plan_run(
             dataset=str(plan.dataset),
             panel_name=panel_spec.name,
             panel=public_panel(panel_spec),
-            prompts=[
-                {"name": t.name, "version": t.version, "sha256": t.sha256} for t in plan.templates
-            ],
+            prompts=[t.record() for t in plan.templates],
             quorum=effective_quorum,
             n_judges=len(panel_spec.judges),
             parameters={
@@ -319,6 +372,19 @@ def plan_run(
     return plan
 
 
+def _check_span_texts_of(plan: RunPlan) -> None:
+    """``check_span_texts`` for a flow called without the command line's preflight."""
+    from juryflow.storage.datasets import DatasetError, dataset_columns, resolve_columns
+
+    try:
+        columns = resolve_columns(
+            dataset_columns(plan.dataset), plan.needed_variables, plan.mapping
+        )
+    except DatasetError:
+        return  # reading the items reports it, as a row error or a failed run, as before
+    check_span_texts(plan.panel, columns.variables)
+
+
 def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[str]]:
     """The run, its panel and warnings, once everything a resume needs is checked:
     the run exists and is an evaluation, the panel's keys are set, the dataset is the one
@@ -333,12 +399,30 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
     panel_spec = parse_panel(run.panel, f"run {run_id}")
     check_keys(panel_spec)
     try:
-        warnings = check_dataset(run)
+        warnings = check_dataset(run) + _prompt_file_warnings(panel_spec)
         judges = {j.id for j in panel_spec.judges}
         warnings += set_aside_unknown_judges(store.path, run_id, judges)
     except ResumeError as error:
         raise RunSetupError(str(error)) from None
     return run, panel_spec, warnings
+
+
+def _prompt_file_warnings(panel: PanelSpec) -> list[str]:
+    """A resume judges with the prompt text stored with the run, so every judgment of the
+    run answers the same prompt; an edited prompt file is named, not silently mixed in."""
+    from juryflow.prompts.files import changed_since
+
+    warnings: list[str] = []
+    for judge in panel.judges:
+        if judge.prompt_text is None or judge.prompt is None:
+            continue
+        change = changed_since(judge.prompt, judge.prompt_text)
+        if change is not None:
+            warnings.append(
+                f"judge {judge.id}: {change}; the resume uses the run's stored prompt text "
+                "(start a new run to judge with the edited file)"
+            )
+    return warnings
 
 
 def _resume_plan(

@@ -39,10 +39,9 @@ def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> J
         return OfflineJudge(spec.id, get_detector(spec.detector))
 
     from juryflow.judges.llm_judge import LLMJudge
-    from juryflow.prompts.loader import load_template
 
-    assert spec.prompt is not None
-    return LLMJudge(spec, build_client(spec), load_template(spec.prompt), prices)
+    # A prompt file's text travels in the spec: a remote worker needs no copy of the file.
+    return LLMJudge(spec, build_client(spec), spec.template(), prices)
 
 
 def check_keys(panel: PanelSpec) -> None:

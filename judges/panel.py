@@ -7,6 +7,11 @@ A panel file is YAML (the keys below are the user-facing contract)::
     judges:
       - {id: claude, provider: anthropic, model: claude-sonnet-4-5, prompt: data2txt_spans}
       - {id: numbers, provider: offline, detector: numbers}
+      - {id: mine, provider: openai, model: gpt-4.1, prompt: ./my_prompt.txt, output: score}
+
+``prompt`` is a catalogue name (``prompts/catalog.yaml``) or the path of a prompt file,
+relative to the panel file's folder; a file prompt declares ``output`` (``score`` or
+``spans``) and, for spans, ``span_variable`` when its spans do not point into ``response``.
 """
 
 from __future__ import annotations
@@ -15,12 +20,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 
 if TYPE_CHECKING:
     from juryflow.judges.reducers import ConsensusRule
+    from juryflow.prompts.loader import PromptTemplate
 
 ProviderName = Literal["offline", "anthropic", "openai"]
 
@@ -73,6 +87,33 @@ class JudgeSpec(BaseModel):
     fuzzy_threshold: float = Field(default=85.0, ge=0, le=100)
     verdict_threshold: float | None = Field(default=None, gt=0, le=1)
     """A score at or above this is this judge's 'hallucinated' verdict; default: the prompt's."""
+    output: Literal["score", "spans"] | None = None
+    """What a prompt file asks for (a catalogue prompt declares its own)."""
+    span_variable: str | None = None
+    """The variable a spans prompt file's spans point into; default ``response``."""
+    prompt_text: str | None = None
+    """A prompt file's text, read when the panel is loaded (``prompt`` then holds the file's
+    absolute path). It travels with the spec, so remote tasks and resumed runs judge with
+    the text the run started with; a panel file never sets it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_prompt_file(cls, data: Any, info: ValidationInfo) -> Any:
+        from juryflow.prompts.files import is_prompt_file, read_prompt_file
+        from juryflow.prompts.loader import PromptError
+
+        if not isinstance(data, dict) or data.get("prompt_text") is not None:
+            return data
+        prompt = data.get("prompt")
+        if not isinstance(prompt, str) or not is_prompt_file(prompt):
+            return data
+        # Relative paths name files beside the panel file (parse_panel passes its folder).
+        base_dir = (info.context or {}).get("base_dir") or Path.cwd()
+        try:
+            path, text = read_prompt_file(prompt, Path(base_dir))
+        except PromptError as error:
+            raise ValueError(f"judge {data.get('id')!r}: {error}") from None
+        return {**data, "prompt": str(path), "prompt_text": text}
 
     @field_validator("id")
     @classmethod
@@ -96,7 +137,33 @@ class JudgeSpec(BaseModel):
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'model'")
             if not self.prompt:
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'prompt'")
+        if self.prompt_text is None:
+            for name in ("output", "span_variable"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"judge {self.id!r}: '{name}' is declared by a prompt file "
+                        "(prompt: ./my_prompt.txt); a catalogue prompt declares its own, "
+                        f"so remove '{name}'"
+                    )
         return self
+
+    @property
+    def prompt_file(self) -> bool:
+        """The prompt is a file's text (carried in ``prompt_text``), not a catalogue name."""
+        return self.prompt_text is not None
+
+    def template(self) -> PromptTemplate:
+        """The judge's prompt template; raises PromptError (this judge needs a prompt)."""
+        from juryflow.prompts.files import file_template
+        from juryflow.prompts.loader import PromptError, load_template
+
+        if self.prompt is None:
+            raise PromptError(f"judge {self.id!r} has no prompt")
+        if self.prompt_text is None:
+            return load_template(self.prompt)
+        return file_template(
+            self.prompt, self.prompt_text, self.output, self.span_variable, self.verdict_threshold
+        )
 
     @property
     def key_env(self) -> str | None:
@@ -176,10 +243,8 @@ class PanelSpec(BaseModel):
     @property
     def all_span_judges(self) -> bool:
         """Every judge answers with spans (offline detectors and span prompts)."""
-        from juryflow.prompts.loader import load_template
-
         return all(
-            j.provider == "offline" or (j.prompt and load_template(j.prompt).output_kind == "spans")
+            j.provider == "offline" or (j.prompt and j.template().output_kind == "spans")
             for j in self.judges
         )
 
@@ -222,11 +287,13 @@ DEFAULT_PANEL = PanelSpec(
 """The embedded offline panel: three detectors that need no network and no weights."""
 
 
-def parse_panel(data: Any, source: str = "panel") -> PanelSpec:
+def parse_panel(data: Any, source: str = "panel", base_dir: Path | None = None) -> PanelSpec:
+    """The panel ``data`` describes; prompt files are read relative to ``base_dir`` (default:
+    the working directory), unless ``data`` carries their text (a stored run's panel)."""
     if not isinstance(data, dict):
         raise PanelError(f"{source}: a panel file must be a mapping with 'judges'")
     try:
-        panel = PanelSpec.model_validate(data)
+        panel = PanelSpec.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
         problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
         raise PanelError(f"{source}: {problems}") from None
@@ -245,14 +312,17 @@ def _check_references(panel: PanelSpec, source: str) -> None:
     # Imported here: the prompt catalogue and detector registry live in other modules and
     # the panel schema must stay importable on its own.
     from juryflow.judges.detectors.registry import detector_names
-    from juryflow.prompts.loader import PromptError, load_template
+    from juryflow.prompts.loader import PromptError
 
     for judge in panel.judges:
         if judge.prompt is not None:
             try:
-                load_template(judge.prompt)
+                judge.template()
             except PromptError as error:
-                raise PanelError(f"{source}: judge {judge.id!r}: {error}") from None
+                hint = ""
+                if str(error).startswith("unknown prompt"):
+                    hint = "; a prompt file is given by its path, e.g. ./my_prompt.txt"
+                raise PanelError(f"{source}: judge {judge.id!r}: {error}{hint}") from None
         if judge.provider == "offline" and judge.detector not in detector_names():
             raise PanelError(
                 f"{source}: judge {judge.id!r}: unknown detector {judge.detector!r}; "
@@ -275,4 +345,17 @@ def load_panel(path: str | Path | None) -> PanelSpec:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise PanelError(f"{file}: not valid YAML{where}: {problem}") from None
-    return parse_panel(data, str(file))
+    _refuse_prompt_text(data, str(file))
+    return parse_panel(data, str(file), base_dir=file.resolve().parent)
+
+
+def _refuse_prompt_text(data: Any, source: str) -> None:
+    # prompt_text is juryflow's copy of a prompt file; written by hand it would be a second,
+    # unchecked way of giving a prompt.
+    judges = data.get("judges") if isinstance(data, dict) else None
+    for judge in judges if isinstance(judges, list) else ():
+        if isinstance(judge, dict) and "prompt_text" in judge:
+            raise PanelError(
+                f"{source}: judge {judge.get('id')!r}: 'prompt_text' is filled in by juryflow; "
+                "put the text in a file and give its path as 'prompt: ./my_prompt.txt'"
+            )

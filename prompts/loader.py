@@ -18,7 +18,10 @@ import yaml
 
 from juryflow.judges.records import VERDICT_THRESHOLD, OutputKind
 
-_SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t]*$", re.MULTILINE)
+# \r: a prompt file keeps its line ends as written (its hash is the file's), CRLF included.
+_SLOT_LINE = re.compile(
+    r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t\r]*$", re.MULTILINE
+)
 
 
 class PromptError(ValueError):
@@ -36,6 +39,8 @@ class PromptTemplate:
     description: str = ""
     verdict_threshold: float = VERDICT_THRESHOLD
     """A score at or above this is a 'hallucinated' verdict (declared in the catalogue)."""
+    path: str | None = None
+    """The prompt file this template was read from; None for a catalogue template."""
 
     @property
     def sha256(self) -> str:
@@ -43,8 +48,17 @@ class PromptTemplate:
 
     @property
     def ref(self) -> str:
-        """``name@v<version>``, how runs and reports name a template."""
+        """How runs and reports name a template: ``name@v<version>`` from the catalogue,
+        ``file:<stem>@<hash prefix>`` from a prompt file (its text is its version)."""
+        if self.path is not None:
+            return f"file:{self.name}@{self.sha256[:12]}"
         return f"{self.name}@v{self.version}"
+
+    def record(self) -> dict[str, object]:
+        """The template as a run lists it (``runs.prompts``)."""
+        if self.path is not None:
+            return {"name": self.ref, "file": self.path, "sha256": self.sha256}
+        return {"name": self.name, "version": self.version, "sha256": self.sha256}
 
     def enclosing_tags(self) -> dict[str, str]:
         """Slots that sit between ``<tag>`` and ``</tag>`` lines, mapped to that tag."""
@@ -78,6 +92,11 @@ class PromptTemplate:
             return value
 
         return _SLOT_LINE.sub(lambda m: substitute(m), self.text)
+
+
+def slots_of(text: str) -> tuple[str, ...]:
+    """The variables of a template: its ``{{ name }}`` slots, in order of first appearance."""
+    return tuple(dict.fromkeys(_SLOT_LINE.findall(text)))
 
 
 def _neutralise_tag(value: str, tag: str) -> str:
@@ -126,7 +145,7 @@ def _load(base: str) -> PromptTemplate:
         description=str(entry.get("description", "")),
         verdict_threshold=float(entry.get("verdict_threshold", VERDICT_THRESHOLD)),
     )
-    slots = set(_SLOT_LINE.findall(text))
+    slots = set(slots_of(text))
     if slots != set(template.variables):
         raise PromptError(
             f"prompt {base}: catalogue declares {sorted(template.variables)} "
