@@ -26,6 +26,7 @@ from juryflow.interrupts import (
     resume_hint,
 )
 from juryflow.judges.breaker import StoppedJudge, forget_run
+from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.judges.consensus import item_consensus
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.records import Item, Judgment
@@ -49,6 +50,17 @@ T = TypeVar("T")
 FLUSH_WAIT_SECONDS = 10.0
 """How long an interrupted run waits for a store another process holds before leaving its
 last judgments to the journal (and ``--resume``): the user asked it to stop."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetStop:
+    """The run's ``--max-cost`` was spent before every item was judged."""
+
+    spent_usd: float
+    max_usd: float
+    items_left: int
+    """Selected items without their consensus: some judges' answers (or all) missing."""
+    items: int
 
 
 def _chunks(rows: Iterable[Item | RowError], size: int) -> Iterator[list[Item | RowError]]:
@@ -81,9 +93,11 @@ async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
 class ChunkRunner:
     """Judges chunks of one run; only this object, in the flow process, writes to the store."""
 
-    def __init__(self, plan: RunPlan, distributed: bool) -> None:
+    def __init__(self, plan: RunPlan, distributed: bool, budget: Budget | None = None) -> None:
         self.plan = plan
         self.distributed = distributed
+        self.budget = budget
+        """This invocation's spending limit (``--max-cost``), None for none."""
         self.journal = Journal(journal_path(plan.store.path, plan.run_id))
         # DuckDB takes one writer at a time; writes run on a thread so that model calls
         # keep flowing on the event loop meanwhile.
@@ -189,17 +203,21 @@ class ChunkRunner:
         for judgment in new:
             by_item[judgment.item_id].append(judgment)
         text_variable = self.plan.text_variable
+        n_judges = len(self.plan.panel.judges)
         consensus = [
             item_consensus(
                 item.item_id,
                 by_item[item.item_id],
-                n_judges=len(self.plan.panel.judges),
+                n_judges=n_judges,
                 text=item.text(text_variable),
                 quorum=self.plan.quorum,
                 rule=self.chunk_rule,
             )
             for item in items
             if item.item_id not in self.done_consensus
+            # An item a judge left for lack of budget gets its consensus when --resume has
+            # all its judgments (as for an interrupted chunk).
+            and len({j.judge_id for j in by_item[item.item_id]}) == n_judges
         ]
         async with self.write_lock:
             if self.closed:
@@ -243,7 +261,13 @@ class ChunkRunner:
         return len(completed)
 
 
-async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowError]:
+def _spent(budget: Budget | None) -> bool:
+    return budget is not None and budget.reached
+
+
+async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetStop | None:
+    """Judge every selected item; a BudgetStop when ``--max-cost`` was spent first (the
+    items not judged are left, the run is not finished), else None."""
     plan = runner.plan
     total = count_rows(plan.dataset)
     if total is not None and (plan.limit or plan.sample):
@@ -261,6 +285,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowE
     slots = asyncio.Semaphore(chunks_in_flight)
     errors: list[RowError] = []
     pending: set[asyncio.Task[int]] = set()
+    seen = 0
 
     async def guarded(items: list[Item], index: int) -> int:
         try:
@@ -268,17 +293,31 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowE
         finally:
             slots.release()
 
+    chunks = _chunks(rows, plan.chunk_size)
     try:
-        for index, batch in enumerate(_chunks(rows, plan.chunk_size)):
+        for index, batch in enumerate(chunks):
             items = [row for row in batch if isinstance(row, Item)]
             errors.extend(row for row in batch if isinstance(row, RowError))
+            seen += len(items)
             await slots.acquire()
+            if _spent(runner.budget):
+                # No chunk starts once the money is spent: the rest is for --resume.
+                slots.release()
+                break
             pending.add(asyncio.create_task(guarded(items, index)))
             finished = {t for t in pending if t.done()}
             pending -= finished
             for task in finished:
                 task.result()
         await asyncio.gather(*pending)
+        if _spent(runner.budget):
+            # Counting the items not reached reads the rest of the file, but judges none.
+            seen += sum(isinstance(row, Item) for batch in chunks for row in batch)
+            judged = await asyncio.to_thread(plan.store.consensus_item_ids, plan.run_id)
+            if len(judged) < seen:
+                assert runner.budget is not None
+                state = runner.budget.state()
+                return BudgetStop(state.spent_usd, state.max_usd, seen - len(judged), seen)
     except BaseException:
         # Stopped or failed: no chunk may go on calling models (or writing) behind the
         # run's back once its status is set, so every one is cancelled and awaited here.
@@ -292,7 +331,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> list[RowE
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
     await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
     runner.journal.remove()
-    return errors
+    return None
 
 
 def _on_stop(patience: Patience) -> None:
@@ -330,6 +369,24 @@ async def _mark_ended(
                 f"{hint}",
             )
         )
+
+
+async def _stop_for_budget(plan: RunPlan, runner: ChunkRunner, stop: BudgetStop) -> InterruptedRun:
+    """Mark the run interrupted by its budget (every chunk that started is stored) and
+    say how to resume it."""
+    await runner.close()
+    await close_judges()
+    reason = (
+        f"budget reached: ${stop.spent_usd:.4f} spent of --max-cost ${stop.max_usd:g}; "
+        f"{stop.items_left} of {stop.items} items left to judge"
+    )
+    await asyncio.to_thread(plan.store.finish_run, plan.run_id, "interrupted", reason)
+    hint = resume_hint(plan.run_id, str(plan.store.path))
+    message = (
+        f"juryflow: run {plan.run_id} stopped, {reason}. Continue it with: {hint} "
+        "(add --max-cost USD for a new budget)"
+    )
+    return InterruptedRun(plan.run_id, Interruption("budget", BUDGET_EXIT_CODE), message)
 
 
 async def _stop_interrupted(
@@ -389,11 +446,20 @@ async def evaluate(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    max_cost: float | None = None,
 ) -> dict[str, Any]:
-    """Judge DATASET with PANEL (default: the bundled sample and the offline panel)."""
+    """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
+
+    ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
+    the run then ends ``interrupted`` and ``--resume`` judges the rest.
+    """
     logger = get_run_logger()
     began = time.monotonic()
     flow_run_id = str(flow_run.get_id() or "") or None
+    if max_cost is not None:
+        from juryflow.dry_run import check_budget  # before a run row exists
+
+        check_budget(panel, db, resume, max_cost, distributed)
     # The run's own store waits have no deadline (a long reader must not fail it); an
     # interruption ends them.
     patience = Patience()
@@ -417,52 +483,76 @@ async def evaluate(
         )
         logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
         progress.started(plan.run_id, str(plan.store.path), flow_run_id)
-        runner = ChunkRunner(plan, distributed)
-        async with InterruptWatch(flow_run_id, on_trigger=lambda: _on_stop(patience)) as watch:
-            watch.force_message = (
-                f"juryflow: stopping at once; run {plan.run_id}'s completed judgments are in "
-                f"its journal: {resume_hint(plan.run_id, str(plan.store.path))}"
-            )
-            try:
-                await watch.run(judge_dataset(runner, chunks_in_flight))
-            except Exception as error:
-                if watch.interruption is None:
-                    await _mark_ended(plan, runner, patience, "failed", error)
-                    raise
-                # A stop was requested: what the work raised on its way out (a write that
-                # stopped waiting for the store) is part of stopping.
-            except BaseException as error:
-                await _mark_ended(plan, runner, patience, "interrupted", error)
+        budget = Budget(max_cost) if max_cost is not None else None
+        set_budget(plan.run_id, budget)
+        runner = ChunkRunner(plan, distributed, budget)
+        try:
+            return await _judge_run(plan, runner, patience, flow_run_id, chunks_in_flight, began)
+        finally:
+            set_budget(plan.run_id, None)
+
+
+async def _judge_run(
+    plan: RunPlan,
+    runner: ChunkRunner,
+    patience: Patience,
+    flow_run_id: str | None,
+    chunks_in_flight: int,
+    began: float,
+) -> dict[str, Any]:
+    logger = get_run_logger()
+    async with InterruptWatch(flow_run_id, on_trigger=lambda: _on_stop(patience)) as watch:
+        watch.force_message = (
+            f"juryflow: stopping at once; run {plan.run_id}'s completed judgments are in "
+            f"its journal: {resume_hint(plan.run_id, str(plan.store.path))}"
+        )
+        budget_stop: BudgetStop | None = None
+        try:
+            budget_stop = await watch.run(judge_dataset(runner, chunks_in_flight))
+        except Exception as error:
+            if watch.interruption is None:
+                await _mark_ended(plan, runner, patience, "failed", error)
                 raise
-            if watch.interruption is not None:
-                stopped = await _stop_interrupted(plan, runner, watch.interruption)
-                logger.info(stopped.message)
-                record(stopped)
-                # A State returned by a flow becomes its final state: Cancelled, not Failed;
-                # calling the flow then raises CancelledRun (the command line's cue).
-                return cast("dict[str, Any]", Cancelled(message=stopped.message))
-            await runner.close()
-            await close_judges()
-            plan.store.finish_run(plan.run_id, "completed")
-        from juryflow.analysis import record_reliability  # the store holds what the report shows
+            # A stop was requested: what the work raised on its way out (a write that
+            # stopped waiting for the store) is part of stopping.
+        except BaseException as error:
+            await _mark_ended(plan, runner, patience, "interrupted", error)
+            raise
+        if watch.interruption is not None:
+            stopped = await _stop_interrupted(plan, runner, watch.interruption)
+            logger.info(stopped.message)
+            record(stopped)
+            # A State returned by a flow becomes its final state: Cancelled, not Failed;
+            # calling the flow then raises CancelledRun (the command line's cue).
+            return cast("dict[str, Any]", Cancelled(message=stopped.message))
+        if budget_stop is not None:
+            stopped = await _stop_for_budget(plan, runner, budget_stop)
+            logger.info(stopped.message)
+            record(stopped)
+            quiet_stopped_run()  # the command line's one line says it; Prefect's would repeat
+            return cast("dict[str, Any]", Cancelled(message=stopped.message))
+        await runner.close()
+        await close_judges()
+        plan.store.finish_run(plan.run_id, "completed")
+    from juryflow.analysis import record_reliability  # the store holds what the report shows
 
-        await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
-        summary = plan.store.run_summary(plan.run_id)
-        summary.update(
-            run_figures(plan.store, plan.run_id, time.monotonic() - began, len(runner.done_pairs))
-        )
-        summary.update(
-            run_id=plan.run_id,
-            db=str(plan.store.path),
-            dataset=str(plan.dataset),
-            rejected=[
-                {"row": e.row_number, "item_id": e.item_id, "error": e.error}
-                for e in plan.store.row_errors(plan.run_id)
-            ],
-        )
-        # Stopped judges and quorum misses: the command line exits 1 on them.
-        summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
-        from juryflow.artifacts import publish_run_artifacts  # never fails the run
+    await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
+    summary = plan.store.run_summary(plan.run_id)
+    summary.update(
+        run_figures(plan.store, plan.run_id, time.monotonic() - began, len(runner.done_pairs))
+    )
+    summary.update(
+        run_id=plan.run_id,
+        db=str(plan.store.path),
+        dataset=str(plan.dataset),
+        rejected=[
+            {"row": e.row_number, "item_id": e.item_id, "error": e.error}
+            for e in plan.store.row_errors(plan.run_id)
+        ],
+    )
+    # Stopped judges and quorum misses: the command line exits 1 on them.
+    summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
+    from juryflow.artifacts import publish_run_artifacts  # never fails the run
 
-        await publish_run_artifacts(plan.store, plan.run_id)
+    await publish_run_artifacts(plan.store, plan.run_id)
     return summary

@@ -18,6 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from juryflow import progress
 from juryflow.judges.base import Judge
 from juryflow.judges.breaker import StoppedJudge, breaker_for
+from juryflow.judges.budget import BudgetReached, budget_of
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec, Price
@@ -63,6 +64,9 @@ class JudgedChunk:
     stopped: StoppedJudge | None = None
     """Set when the judge was stopped (bad key, unknown model): its remaining items were
     not called, and the flow must tell the user what to fix."""
+    unjudged: tuple[str, ...] = ()
+    """Items left without a judgment because the run's budget was spent (``--max-cost``):
+    neither stored nor journaled, so that ``--resume`` judges them."""
 
 
 @task(
@@ -85,10 +89,13 @@ async def judge_chunk(
     # Shared by every chunk of the run in this process, so a judge whose key is rejected
     # is stopped after a handful of calls in all, not a handful per chunk.
     breaker = breaker_for(run_id, spec) if run_id is not None else None
+    # Registered by the flow in this process; a chunk on a Dask worker finds none (the
+    # command line refuses --max-cost with --dask).
+    budget = budget_of(run_id)
 
     async def judge_one(item: Item) -> Judgment:
         if isinstance(judge, LLMJudge):
-            judgment = await judge.judge(item, breaker)
+            judgment = await judge.judge(item, breaker, budget)
         else:
             judgment = await judge.judge(item)
         if log is not None:
@@ -102,9 +109,12 @@ async def judge_chunk(
         if log is not None:
             log.close()
     judgments: list[Judgment] = []
+    unjudged: list[str] = []
     for item, result in zip(items, results, strict=True):
         if isinstance(result, Judgment):
             judgments.append(result)
+        elif isinstance(result, BudgetReached):
+            unjudged.append(item.item_id)
         elif isinstance(result, Exception):
             # A judge should return unscored rather than raise; if one raises anyway, only
             # that item is lost for that judge, and the row says why.
@@ -120,5 +130,9 @@ async def judge_chunk(
             )
         else:
             raise result
-    progress.judged(j for j, r in zip(judgments, results, strict=True) if r is not j)
-    return JudgedChunk(tuple(judgments), breaker.stopped if breaker is not None else None)
+    # The rows made here for a judge that raised were not reported as they completed.
+    reported = {id(r) for r in results if isinstance(r, Judgment)}
+    progress.judged(j for j in judgments if id(j) not in reported)
+    return JudgedChunk(
+        tuple(judgments), breaker.stopped if breaker is not None else None, tuple(unjudged)
+    )

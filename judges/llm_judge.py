@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from juryflow.judges.anchoring import anchor_spans
 from juryflow.judges.breaker import CircuitBreaker, JudgeStopped
+from juryflow.judges.budget import Budget, BudgetReached
 from juryflow.judges.panel import JudgeSpec, Price
 from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.pricing import cost_usd
@@ -22,6 +23,17 @@ from juryflow.judges.retry import RetriesExhausted, call_with_retries
 from juryflow.prompts.loader import PromptError, PromptTemplate
 
 log = logging.getLogger(__name__)
+
+
+def prompt_cache_key(spec: JudgeSpec, prompt: str) -> str:
+    """The judgment cache's key for ``spec`` answering the rendered ``prompt``."""
+    payload = {
+        "provider": spec.provider,
+        "model": spec.model,
+        "params": spec.call_parameters(),
+        "prompt_sha": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 class LLMJudge:
@@ -72,17 +84,38 @@ class LLMJudge:
         return self._cache_key(self.template.render(item.variables))
 
     def _cache_key(self, prompt: str) -> str:
-        payload = {
-            "provider": self.spec.provider,
-            "model": self.model,
-            "params": self.spec.call_parameters(),
-            "prompt_sha": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+        return prompt_cache_key(self.spec, prompt)
 
-    async def judge(self, item: Item, breaker: CircuitBreaker | None = None) -> Judgment:
+    def call_cost(self, prompt: str, response: ModelResponse | None) -> float:
+        """What a call cost, for the budget: from the usage, else a bound on it (the prompt
+        at ~4 characters a token and the whole output cap), so that an API that reports no
+        usage cannot spend without limit; 0 for a failed call (errors are not billed)."""
+        if response is None:
+            return 0.0
+        cost = cost_usd(self.model, response.input_tokens, response.output_tokens, self.prices)
+        if cost is None:
+            cost = cost_usd(
+                self.model,
+                response.input_tokens if response.input_tokens is not None else len(prompt) // 4,
+                response.output_tokens
+                if response.output_tokens is not None
+                else self.spec.max_tokens,
+                self.prices,
+            )
+        return cost or 0.0
+
+    async def judge(
+        self,
+        item: Item,
+        breaker: CircuitBreaker | None = None,
+        budget: Budget | None = None,
+    ) -> Judgment:
         """Judge ``item``; with ``breaker``, a judge stopped for a bad key or model is not
-        called, and this call's outcome counts towards stopping it."""
+        called, and this call's outcome counts towards stopping it. With ``budget``, raises
+        :class:`BudgetReached` instead of calling once it is spent (no row: the item is left
+        for ``--resume``)."""
+        if budget is not None and budget.reached:
+            raise BudgetReached("budget reached")  # before queueing for a slot
         timer = _CallTimer()
         common: dict[str, object] = {
             "prompt_name": self.template.ref,
@@ -115,14 +148,21 @@ class LLMJudge:
                 # failing ones must see the breaker the failures opened.
                 if breaker is not None:
                     breaker.check()
+                # Also in the slot: the spending of the calls that held it is known by now.
+                if budget is not None:
+                    budget.start()
                 attempts += 1
+                answered: ModelResponse | None = None
                 try:
                     with timer:
-                        response = await self.client.complete(request)
+                        response = answered = await self.client.complete(request)
                 except ProviderError as error:
                     if breaker is not None:
                         breaker.failed(error)
                     raise
+                finally:
+                    if budget is not None:
+                        budget.finish(self.call_cost(prompt, answered))
                 if breaker is not None:
                     breaker.succeeded()
                 if response.input_tokens is not None and response.output_tokens is not None:
@@ -143,6 +183,8 @@ class LLMJudge:
             )
         except ProviderError as error:
             return self._provider_failure(item, error, attempts, timer, common)
+        except BudgetReached:
+            raise  # not a judgment: the item is judged by --resume
         except JudgeStopped as stopped:
             # attempts may be 0: stored as 1 would claim a call that was never made.
             return self._unscored(item, str(stopped), timer, attempts=attempts, **common)

@@ -1,0 +1,164 @@
+"""A run's spending limit (``--max-cost USD``): pure accounting, no I/O.
+
+A model call may start only while the money spent is below the limit; once it is reached no
+new call starts, and the items not yet judged are left for ``--resume`` (never stored as
+unscored). The cost of a call is known only when it returns, so calls already in flight when
+the limit is reached still finish: the overshoot is at most the cost of those calls, and
+there are never more of them than the panel's concurrency (``max_concurrency`` summed over
+its endpoints), because the check is made inside a concurrency slot.
+
+Thread-safe rather than asyncio-only, like the limiters: a process may judge on several
+event loops. The budget is per process: Dask workers would each keep their own tally, so
+``--max-cost`` is refused with ``--dask``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from juryflow.judges.panel import PanelSpec, Price
+from juryflow.judges.pricing import price_for
+
+BUDGET_EXIT_CODE = 3
+"""The command line's exit code for a run stopped by ``--max-cost`` (resumable)."""
+
+
+class BudgetError(ValueError):
+    """``--max-cost`` cannot be enforced as asked; the message names the fix."""
+
+
+class BudgetReached(Exception):
+    """Raised instead of starting a call once the budget is spent: the item stays unjudged."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    max_usd: float
+    spent_usd: float
+    calls: int
+    """Calls that were let start (retries included)."""
+    refused: int
+    """Calls that were not started because the budget was spent."""
+    in_flight: int
+    in_flight_at_reach: int | None
+    """Calls still running when the spending first reached the limit (their cost is the
+    overshoot); None while it has not."""
+    largest_call_usd: float
+
+    @property
+    def reached(self) -> bool:
+        return self.spent_usd >= self.max_usd
+
+
+class Budget:
+    """``start()`` before a call (raises :class:`BudgetReached`), ``finish(cost)`` after it."""
+
+    def __init__(self, max_usd: float) -> None:
+        check_max_cost(max_usd)
+        self.max_usd = float(max_usd)
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._calls = 0
+        self._refused = 0
+        self._in_flight = 0
+        self._in_flight_at_reach: int | None = None
+        self._largest = 0.0
+
+    @property
+    def reached(self) -> bool:
+        with self._lock:
+            return self._spent >= self.max_usd
+
+    def start(self) -> None:
+        with self._lock:
+            if self._spent >= self.max_usd:
+                self._refused += 1
+                raise BudgetReached(f"budget of ${self.max_usd:g} reached")
+            self._calls += 1
+            self._in_flight += 1
+
+    def finish(self, cost_usd: float) -> None:
+        """The call that ``start`` let through ended and cost ``cost_usd`` (0 if it failed)."""
+        with self._lock:
+            self._in_flight -= 1
+            was_below = self._spent < self.max_usd
+            self._spent += max(cost_usd, 0.0)
+            self._largest = max(self._largest, cost_usd)
+            if was_below and self._spent >= self.max_usd:
+                self._in_flight_at_reach = self._in_flight
+
+    def state(self) -> BudgetState:
+        with self._lock:
+            return BudgetState(
+                max_usd=self.max_usd,
+                spent_usd=self._spent,
+                calls=self._calls,
+                refused=self._refused,
+                in_flight=self._in_flight,
+                in_flight_at_reach=self._in_flight_at_reach,
+                largest_call_usd=self._largest,
+            )
+
+
+def check_max_cost(max_usd: float) -> None:
+    if not math.isfinite(max_usd) or max_usd <= 0:
+        raise BudgetError(f"--max-cost {max_usd}: give a positive amount of US dollars")
+
+
+def check_enforceable(
+    panel: PanelSpec, max_usd: float, *, distributed: bool, resumed: bool = False
+) -> None:
+    """Refuse a budget that could not be kept: no price for a model, or spread over Dask."""
+    check_max_cost(max_usd)
+    if distributed:
+        raise BudgetError(
+            "--max-cost cannot be kept across Dask workers (each process would count only "
+            "its own calls): drop --dask or --max-cost"
+        )
+    missing = unpriced_models(panel, panel.prices)
+    if missing:
+        judge_id, model = missing[0]
+        fix = (
+            "resume without --max-cost (the run keeps the panel it started with)"
+            if resumed
+            else f"add it to the panel file: prices: {{{model}: {{input: USD, output: USD}}}} "
+            "(per million tokens)"
+        )
+        raise BudgetError(
+            f"--max-cost needs a price for every model, and judge {judge_id!r}'s model "
+            f"{model!r} has none: {fix}"
+        )
+
+
+def unpriced_models(panel: PanelSpec, prices: Mapping[str, Price]) -> list[tuple[str, str]]:
+    """(judge id, model) of every model judge whose price is unknown."""
+    return [
+        (spec.id, spec.model)
+        for spec in panel.judges
+        if spec.provider != "offline"
+        and spec.model is not None
+        and price_for(spec.model, prices) is None
+    ]
+
+
+_registry_lock = threading.Lock()
+_registry: dict[str, Budget] = {}
+
+
+def set_budget(run_id: str, budget: Budget | None) -> None:
+    """The budget of ``run_id`` in this process (None: no limit), seen by every chunk."""
+    with _registry_lock:
+        if budget is None:
+            _registry.pop(run_id, None)
+        else:
+            _registry[run_id] = budget
+
+
+def budget_of(run_id: str | None) -> Budget | None:
+    if run_id is None:
+        return None
+    with _registry_lock:
+        return _registry.get(run_id)
