@@ -111,6 +111,21 @@ def run(
     seed: Annotated[
         int, typer.Option(min=0, max=2**31 - 1, help="Seed of --sample (same seed, same items).")
     ] = 0,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print each judge's calls, estimated tokens and cost; call and write nothing.",
+        ),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            help="Start no model call once this run's calls cost this much; the run is left "
+            "resumable (exit code 3).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB."""
@@ -125,6 +140,10 @@ def run(
     quiet_prefect_logging(verbose)
     try:
         mapping = parse_mapping(map_ or [])
+        if dry_run:
+            _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
+                     seed, max_cost, resume)  # fmt: skip
+            return
         if resume is not None:
             from juryflow.run_setup import ResumeRequest
             from juryflow.storage.run_queries import resolve_run_id
@@ -135,6 +154,7 @@ def run(
             )
             # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
             resume = resolve_run_id(Store(db), resume)
+            _check_budget(panel, db, resume, max_cost, dask)
             # By name: typer carries its own copy of click, so the enum is not click's.
             sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
             given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
@@ -152,6 +172,7 @@ def run(
             from juryflow.run_setup import check_selection
 
             check_selection(limit, sample)
+            _check_budget(panel, db, None, max_cost, dask)
             warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
         for warning in warnings:
             err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
@@ -172,12 +193,13 @@ def run(
                 limit=limit,
                 sample=sample,
                 seed=seed,
+                max_cost=max_cost,
             ),
             dask=dask,
         )
     except RunInterrupted as stopped:
-        # Ctrl-C, SIGTERM or a cancellation in Prefect: the run is marked interrupted and
-        # the message says how to resume it.
+        # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
+        # run is marked interrupted and the message says how to resume it.
         err.print(output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=stopped.exit_code) from None
     except (DatasetError, PanelError, ValueError, RuntimeError) as error:
@@ -193,6 +215,54 @@ def run(
         err.print(text, markup=False, highlight=False, soft_wrap=True)
     if failures:
         raise typer.Exit(code=1)
+
+
+def _check_budget(
+    panel: str | None, db: str | None, resume: str | None, max_cost: float | None, dask: str | None
+) -> None:
+    """``--max-cost`` that could not be kept is refused before anything is created."""
+    if max_cost is not None:
+        from juryflow.dry_run import check_budget
+
+        check_budget(panel, db, resume, max_cost, distributed=dask is not None)
+
+
+def _dry_run(
+    dataset: str | None,
+    panel: str | None,
+    db: str | None,
+    mapping: dict[str, str],
+    quorum: int | None,
+    no_cache: bool,
+    max_chars: int,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+    max_cost: float | None,
+    resume: str | None,
+) -> None:
+    """``run --dry-run``: the estimate, without Prefect, keys, calls or writes."""
+    from juryflow.dry_run import estimate_run
+
+    if resume is not None:
+        raise ValueError(
+            "--dry-run estimates a new run; drop --resume (a resumed run judges only the "
+            "(item, judge) pairs it has not stored)"
+        )
+    estimate = estimate_run(
+        dataset,
+        panel,
+        mapping,
+        db=db,
+        quorum=quorum,
+        use_cache=not no_cache,
+        max_chars=max_chars,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        max_cost=max_cost,
+    )
+    output.print_dry_run(console, estimate)
 
 
 @app.command()

@@ -15,11 +15,14 @@ import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from juryflow.dry_run import DryRun
 
 EXAMPLE_QUERY = (
     "SELECT judge_id, count(*) AS n, avg(score) AS mean_score, count(*) - count(score) AS "
@@ -206,3 +209,86 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
     query = EXAMPLE_QUERY.format(run_id=summary["run_id"])
     command = f'  juryflow sql "{query}" --db {summary["db"]}'
     console.print(plain(command, one_line=True), soft_wrap=True)
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.4f}"
+
+
+def print_dry_run(console: Console, estimate: DryRun) -> None:
+    """The ``--dry-run`` table: per judge the calls, cache hits, tokens and cost, a total,
+    and how each figure was estimated."""
+    from juryflow.dry_run import INPUT_METHOD
+
+    rejected = f", {estimate.rejected_rows} rejected rows" if estimate.rejected_rows else ""
+    heading = (
+        f"dry run: {estimate.items} items{rejected} from {estimate.dataset} · panel "
+        f"{estimate.panel_name} · no model was called and nothing was written"
+    )
+    console.print(plain(heading, one_line=True), soft_wrap=True)
+    table = Table()
+    headers = ("judge", "model", "calls", "cached", "tokens in", "tokens out (est.)",
+               "cost (est.)", "cost (max)")  # fmt: skip
+    for index, name in enumerate(headers):
+        # Ids fold rather than end in "…": a cut id could name another judge.
+        if index < 2:
+            table.add_column(name, overflow="fold")
+        else:
+            table.add_column(name, justify="right", no_wrap=True)
+    for j in estimate.judges:
+        table.add_row(
+            plain(j.judge_id, one_line=True),
+            plain(j.model or "offline", one_line=True),
+            str(j.calls),
+            str(j.cached),
+            str(j.input_tokens),
+            str(j.output_tokens),
+            _usd(j.cost_usd),
+            _usd(j.cost_max_usd),
+        )
+    table.add_section()
+    table.add_row(
+        "total",
+        "",
+        str(estimate.total("calls")),
+        str(estimate.total("cached")),
+        str(estimate.total("input_tokens")),
+        str(estimate.total("output_tokens")),
+        _usd(estimate.total("cost_usd")),
+        _usd(estimate.total("cost_max_usd")),
+    )
+    # Outside a terminal (a pipe, a CI log) nothing wraps the lines: the table keeps its
+    # natural width rather than folding figures at 80 columns.
+    wide = console if console.is_terminal else Console(file=console.file, width=160)
+    wide.print(table)
+    lines = [INPUT_METHOD]
+    for j in estimate.judges:
+        if j.model is None:
+            continue
+        lines.append(f"output tokens of {j.judge_id}: {j.output_basis}; at most {j.max_tokens} "
+                     "per call (max_tokens), which cost (max) assumes")  # fmt: skip
+        if j.price is None:
+            lines.append(
+                f"no price for {j.judge_id}'s model {j.model}: add it to the panel file, "
+                f"prices: {{{j.model}: {{input: USD, output: USD}}}} (per million tokens)"
+            )
+        if j.no_call:
+            lines.append(f"{j.judge_id}: {j.no_call} items miss a prompt variable (unscored, "
+                         "no call)")  # fmt: skip
+    if estimate.cache_used:
+        lines.append("cached: answers the store's judgment cache would give without a call")
+    else:
+        lines.append("cache not consulted (no store yet, or --no-cache): every prompt is a call")
+    lines += estimate.notes
+    if estimate.max_cost is not None:
+        total, most = estimate.total("cost_usd"), estimate.total("cost_max_usd")
+        verdict = (
+            "the run would likely stop at the budget (resumable)"
+            if total is not None and total > estimate.max_cost
+            else "within the budget"
+            if most is not None and most <= estimate.max_cost
+            else "within the budget if answers are of the estimated length"
+        )
+        lines.append(f"--max-cost ${estimate.max_cost:g}: {verdict}")
+    for line in lines:
+        console.print(plain(f"  {line}", one_line=True), soft_wrap=True)

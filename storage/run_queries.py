@@ -213,3 +213,31 @@ def quorum_miss_reasons(store: Store, run_id: str, top: int) -> list[dict[str, A
     """The ``top`` (judge, reason kind) pairs behind the items that missed the quorum."""
     _, rows = store.query(_QUORUM_MISS_REASONS, [run_id, top])
     return [{"judge_id": r[0], "reason": r[1].strip(), "count": int(r[2])} for r in rows]
+
+
+def typical_output_tokens(
+    store: Store, pairs: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[float, int]]:
+    """Per (model, prompt hash): the mean output tokens of the calls the store has seen and
+    how many there were (cached copies left out: they repeat one call)."""
+    if not pairs:
+        return {}
+    _, rows = store.query(
+        "SELECT model, prompt_hash, avg(output_tokens), count(*) FROM judgments "
+        "WHERE NOT cached AND output_tokens IS NOT NULL "
+        "AND model || '|' || prompt_hash IN (SELECT unnest(?)) GROUP BY ALL",
+        [[f"{model}|{sha}" for model, sha in pairs]],
+    )
+    return {(str(m), str(h)): (float(mean), int(n)) for m, h, mean, n in rows}
+
+
+def cached_keys(store: Store, keys: list[str]) -> set[str]:
+    """The cache keys the store holds a scored judgment for (what a run would reuse)."""
+    if not keys:
+        return set()
+    _, rows = store.query(
+        "SELECT DISTINCT cache_key FROM judgments "
+        "WHERE cache_key IN (SELECT unnest(?)) AND score IS NOT NULL",
+        [keys],
+    )
+    return {str(row[0]) for row in rows}
