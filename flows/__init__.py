@@ -4,6 +4,7 @@ The Python API, the command line's twin (``juryflow run ...`` is ``juryflow.run(
 
     import juryflow
 
+    juryflow.estimate("data.jsonl", panel="panel.yaml", limit=50)   # calls and cost, no call
     run = juryflow.run("data.jsonl", panel="panel.yaml", db="evals.duckdb", limit=50)
     store = juryflow.open_store("evals.duckdb")
     store.runs(to="pandas")                    # every run: status, panel, items, cost, ...
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from juryflow.analysis import AgreementReport
-    from juryflow.api import JuryStore, Run, open_store, run
+    from juryflow.api import JuryStore, Run, estimate, open_store, run
     from juryflow.interrupts import RunInterrupted
     from juryflow.judges.regression_stats import Thresholds
 
@@ -37,6 +38,7 @@ __all__ = [
     "RunInterrupted",
     "Thresholds",
     "__version__",
+    "estimate",
     "open_store",
     "run",
 ]
@@ -47,6 +49,7 @@ _HOMES = {
     "Run": "juryflow.api",
     "RunInterrupted": "juryflow.interrupts",
     "Thresholds": "juryflow.judges.regression_stats",
+    "estimate": "juryflow.api",
     "open_store": "juryflow.api",
     "run": "juryflow.api",
 }

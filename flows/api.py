@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from juryflow.analysis import AgreementReport, DisputedItem
+    from juryflow.dry_run import DryRun
     from juryflow.judges.regression_stats import Thresholds
     from juryflow.storage.store import Store
 
@@ -222,18 +223,22 @@ def run(
     suite: str | None = None,
     use_cache: bool = True,
     chunk_size: int = 200,
+    max_cost: float | None = None,
     progress: bool = True,
 ) -> Run:
     """Judge every item of ``dataset`` with every judge of ``panel`` and store it all: the
     command ``juryflow run`` (defaults: the bundled sample and the offline panel).
 
     ``limit``/``sample``/``seed`` select items as ``--limit``/``--sample``/``--seed`` do,
-    ``mapping`` maps prompt variables to columns (``--map``). ``progress=False`` keeps the
+    ``mapping`` maps prompt variables to columns (``--map``). ``max_cost`` (US dollars)
+    stops issuing calls once spent: :class:`~juryflow.interrupts.RunInterrupted` is raised
+    and the run resumes with ``juryflow run --resume RUN``. ``progress=False`` keeps the
     progress bar and lines off stderr.
     """
     _start_prefect()
     from rich.console import Console
 
+    from juryflow.dry_run import check_budget
     from juryflow.run_setup import check_selection, preflight
     from juryflow.runner import run_evaluation
     from juryflow.storage.datasets import DEFAULT_MAX_CHARS
@@ -243,6 +248,8 @@ def run(
     source = None if dataset is None else str(dataset)
     panel_file = None if panel is None else str(panel)
     check_selection(limit, sample)
+    if max_cost is not None:
+        check_budget(panel_file, store, None, max_cost, distributed=False)
     preflight(source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration)
     parameters = dict(
         dataset=source,
@@ -259,6 +266,7 @@ def run(
         limit=limit,
         sample=sample,
         seed=seed,
+        max_cost=max_cost,
     )
     console = Console(stderr=True, quiet=not progress)
     # Off a terminal the run prints plain progress lines to stderr; progress=False drops them.
@@ -266,3 +274,30 @@ def run(
     with quiet:
         summary = _on_this_thread_or_aside(lambda: run_evaluation(console, parameters, None))
     return Run(str(summary["run_id"]), store, summary)
+
+
+def estimate(
+    dataset: str | Path | None = None,
+    panel: str | Path | None = None,
+    *,
+    db: str | Path | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    mapping: Mapping[str, str] | None = None,
+    use_cache: bool = True,
+) -> DryRun:
+    """What :func:`run` with these options would call and cost, per judge (``juryflow run
+    --dry-run``): prompts rendered, nothing called, nothing written, no key needed."""
+    from juryflow.dry_run import estimate_run
+
+    return estimate_run(
+        None if dataset is None else str(dataset),
+        None if panel is None else str(panel),
+        dict(mapping or {}),
+        db=None if db is None else str(db),
+        use_cache=use_cache,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+    )

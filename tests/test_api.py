@@ -31,6 +31,7 @@ def test_the_api_is_small_documented_and_loads_lazily() -> None:
         "RunInterrupted",
         "Thresholds",
         "__version__",
+        "estimate",
         "open_store",
         "run",
     }
@@ -131,3 +132,36 @@ def test_user_errors_are_one_line_exceptions(evaluated: juryflow.Run, tmp_path: 
         store.judgments(to="polars")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"missing\.jsonl"):
         juryflow.run(tmp_path / "missing.jsonl", db=tmp_path / "x.duckdb")
+
+
+def test_estimate_is_the_dry_run_as_a_table(tmp_path: Path) -> None:
+    from juryflow.init_project import write_starter
+
+    write_starter(tmp_path)
+    guess = juryflow.estimate(tmp_path / "data.jsonl", panel=tmp_path / "panel_llm.yaml")
+    rows = {r["judge_id"]: r for r in guess.table().to_pylist()}
+    assert rows["claude"]["calls"] == 6 and rows["claude"]["cost_usd_est"] > 0
+    assert rows["numbers"]["calls"] == 0 and rows["numbers"]["cost_usd_est"] == 0
+    assert not (tmp_path / "juryflow.duckdb").exists()
+
+
+def test_max_cost_stops_an_api_run_that_resumes(prefect_harness: None, tmp_path: Path) -> None:
+    from juryflow.judges.stub_server import running_stub_server
+
+    with running_stub_server() as stub:
+        panel = tmp_path / "panel.yaml"
+        panel.write_text(
+            "name: priced\nprices: {stub-spans-good: {input: 3.0, output: 15.0}}\njudges:\n"
+            "  - {id: a, provider: anthropic, model: stub-spans-good, prompt: data2txt_spans,"
+            f" base_url: '{stub.anthropic_base_url}', api_key_env: JURYFLOW_API_TEST_KEY,"
+            " max_concurrency: 1}\n",
+            encoding="utf-8",
+        )
+        db = tmp_path / "budget.duckdb"
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("JURYFLOW_API_TEST_KEY", "anything")
+            with pytest.raises(juryflow.RunInterrupted, match="budget reached") as stopped:
+                juryflow.run(panel=panel, db=db, limit=6, max_cost=0.001, progress=False)
+        assert stopped.value.exit_code == 3
+        runs = juryflow.open_store(db).runs().to_pylist()
+        assert runs[0]["status"] == "interrupted" and runs[0]["judgments"] < 6
