@@ -128,6 +128,40 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     "chromium --headless --no-sandbox --disable-gpu --screenshot=report.png "
     "--window-size=1280,2000 file://$PWD/report.html": ("tests/test_report.py", "--screenshot"),
     "prefect server start": ("tests/test_deploy.py", '"server", "start"'),
+    "prefect server start --background": (
+        "tests/test_startup.py",
+        '"server", "start", "--background"',
+    ),
+    "export PREFECT_API_URL=http://127.0.0.1:4200/api": (
+        "tests/test_startup.py",
+        '"PREFECT_API_URL": api',
+    ),
+    "juryflow run --limit 5": ("tests/test_startup.py", '"run", "--limit", "5"'),
+    "prefect server stop": ("tests/test_startup.py", '"server", "stop"'),
+    "juryflow init myproject": ("tests/test_init.py", 'init("myproject"'),
+    "juryflow run examples/ragtruth_data2txt_sample.jsonl --panel examples/panel.stub.yaml "
+    "--dry-run": ("tests/test_dry_run.py", '"examples/panel.stub.yaml", "--dry-run"'),
+    "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml --max-cost 0.25": (
+        "tests/test_max_cost.py",
+        '"--max-cost", str(max_cost)',
+    ),
+    "JURYFLOW_STUB_KEY=anything juryflow run --resume RUN --max-cost 0.25": (
+        "tests/test_max_cost.py",
+        '"--resume", run_id, "--db", str(db), "--max-cost"',
+    ),
+    "JURYFLOW_STUB_KEY=anything juryflow run --resume RUN": (
+        "tests/test_max_cost.py",
+        'run_cli("--resume", run_id, "--db", str(db))',
+    ),
+    "cd myproject && juryflow run data.jsonl --panel panel.yaml": (
+        "tests/test_init.py",
+        '"cd", "myproject", "&&", "juryflow", "run"',
+    ),
+    "juryflow stub-server --port 8765 &": ("tests/test_init.py", '"stub-server", "--port"'),
+    "juryflow run data.jsonl --panel panel_llm.yaml": (
+        "tests/test_init.py",
+        '"run", "data.jsonl", "--panel", "panel_llm.yaml"',
+    ),
     "prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api": (
         "tests/test_deploy.py",
         "PREFECT_API_URL",
@@ -205,6 +239,35 @@ def test_every_readme_sql_query_names_one_run() -> None:
         assert re.search(r"\bWHERE run_id = \(SELECT max\(run_id\) FROM \w+\)", sql), (
             f"README.md:{command.line}: the query reads every run; scope it to one"
         )
+
+
+def readme_python_blocks(text: str) -> list[tuple[int, str]]:
+    """(first line, code) of each ```python block."""
+    blocks: list[tuple[int, str]] = []
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        if re.match(r"^\s*```python\s*$", lines[number]):
+            end = next(i for i in range(number + 1, len(lines)) if lines[i].strip() == "```")
+            blocks.append((number + 2, "\n".join(lines[number + 1 : end])))
+            number = end
+        number += 1
+    return blocks
+
+
+def test_the_readme_python_api_example_runs_as_shown(
+    prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = readme_python_blocks(README.read_text(encoding="utf-8"))
+    assert blocks, "the README shows the Python API"
+    monkeypatch.chdir(tmp_path)  # its store, evals.duckdb, lands here
+    namespace: dict[str, object] = {}
+    for line, code in blocks:
+        exec(compile(code, f"README.md:{line}", "exec"), namespace)
+    run = namespace["run"]
+    assert (tmp_path / "evals.duckdb").exists()
+    assert namespace["scores"].shape == (20, 3)  # type: ignore[attr-defined]
+    assert namespace["union"].run_id != run.run_id  # type: ignore[attr-defined]
 
 
 def test_inline_commands_name_real_subcommands() -> None:
