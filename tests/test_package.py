@@ -86,3 +86,38 @@ def test_the_installed_wheel_runs_its_bundled_sample_outside_the_checkout(
     assert row is not None
     # the sample the wheel bundles, not the checkout's examples/
     assert row[0] == str(target / "juryflow" / "examples" / "ragtruth_data2txt_sample.jsonl")
+
+
+def _third_party_imports() -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for folder in ("flows", "judges", "prompts", "storage"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names.update(alias.name.split(".")[0] for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"juryflow"}
+
+
+def test_runtime_dependencies_are_what_runtime_code_imports() -> None:
+    import re
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+    def dist(requirement: str) -> str:
+        return re.split(r"[<>=!\[ ;]", requirement, maxsplit=1)[0].lower().replace("-", "_")
+
+    declared = {dist(r) for r in project["dependencies"]}
+    optional = project["optional-dependencies"]
+    extras = {dist(r) for name in ("pandas", "dask") for r in optional[name]}
+    import_names = {"pyyaml": "yaml"}  # distribution name -> import name
+    declared = {import_names.get(d, d) for d in declared}
+    imported = _third_party_imports()
+    # fastapi is pinned only to keep prefect's server importable (see pyproject.toml);
+    # uvicorn is prefect's own server dependency, which the owned ephemeral server runs.
+    assert declared - imported == {"fastapi"}
+    assert imported - declared - extras == {"uvicorn"}
