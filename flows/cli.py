@@ -349,8 +349,7 @@ def stub_server(
     )
     if labels is not None:
         console.print(f"simulated judges know the gold labels of {len(labels)} responses")
-    console.print(f"stand-in server on http://127.0.0.1:{port} (Ctrl-C stops it)")
-    try:
+    try:  # serve() says where it listens once it does: a taken port prints only the error
         serve(host="127.0.0.1", port=port, config=config)
     except OSError as error:  # the port is taken, or below 1024 without the right
         _fail(

@@ -887,7 +887,8 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: StubConfig | None =
         bound = await server.start(host, port)
         print(
             f"juryflow stub server on http://{host}:{bound} "
-            f"(Anthropic base URL http://{host}:{bound}, OpenAI http://{host}:{bound}/v1)",
+            f"(Anthropic base URL http://{host}:{bound}, OpenAI http://{host}:{bound}/v1); "
+            "Ctrl-C stops it",
             flush=True,
         )
         try:
