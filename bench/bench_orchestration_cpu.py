@@ -10,8 +10,9 @@ so that none of its CPU is counted. Figures are this process's CPU (``time.proce
 user + system, every thread, DuckDB's included) per judge call, for three panels:
 
 - ``llm``: 3 LLM judges over HTTP (Anthropic + 2 OpenAI-format stub models): everything a
-  real run pays per call: prompt rendering, the official SDKs, httpx, parsing, span
-  anchoring, journal, Prefect task runs, consensus, DuckDB writes;
+  real run pays per call: prompt rendering, the official SDKs (on their aiohttp transport
+  when ``aiohttp`` is installed, else httpx; one pooled client per endpoint and loop),
+  parsing, span anchoring, journal, Prefect task runs, consensus, DuckDB writes;
 - ``offline``: the embedded offline panel (3 real detectors): no HTTP, but the detectors'
   own regex work;
 - ``null``: 3 offline judges whose detector returns nothing at once (registered by this
@@ -70,6 +71,15 @@ def register_null_detector() -> None:
         return detectors
 
     registry._registry = with_null  # type: ignore[assignment]
+
+
+def transport() -> str:
+    """The HTTP transport the SDKs use here: aiohttp when its extra is installed."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        return "httpx"
+    return "aiohttp"
 
 
 def children_cpu() -> float:
@@ -161,7 +171,8 @@ def main() -> None:
                 f"{args.concurrency}/judge; {_common.machine()}"
             )
             print(
-                "counted: this process's CPU (all threads: event loop, SDKs/httpx, parsing, "
+                f"counted: this process's CPU (all threads: event loop, SDKs over {transport()}, "
+                "parsing, "
                 "journal, Prefect client and task engine, consensus, DuckDB); not counted: "
                 "the stub server and Prefect's API server (separate processes, shown apart)"
             )

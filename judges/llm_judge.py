@@ -16,7 +16,7 @@ from juryflow.judges.panel import JudgeSpec, Price
 from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.pricing import cost_usd
 from juryflow.judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
-from juryflow.judges.ratelimit import Limiter, estimate_tokens, limiter_for
+from juryflow.judges.ratelimit import Limiter, estimate_tokens, limiter_for, limiter_key
 from juryflow.judges.records import Item, Judgment, OutputKind, Usage, unscored
 from juryflow.judges.redact import redact_text, remember_secret
 from juryflow.judges.retry import RetriesExhausted, call_with_retries
@@ -66,6 +66,10 @@ class LLMJudge:
             else template.verdict_threshold
         )
         self.limiter = limiter if limiter is not None else limiter_for(spec)
+        # The client's connection pool is sized to what this judge's limiter lets in flight.
+        size_pool = getattr(client, "size_pool", None)
+        if size_pool is not None:
+            size_pool(limiter_key(spec), self.limiter.max_concurrency)
         self.base_delay = base_delay
         self.max_delay = max_delay
         # Header values and base_url credentials: a server may echo them into any answer.

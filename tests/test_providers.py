@@ -90,13 +90,17 @@ def make_judge(
     **spec: Any,
 ) -> LLMJudge:
     """A judge built the production way (factory, key lookup), with test-sized delays."""
-    settings: dict[str, Any] = {"timeout": 2.0, "max_attempts": 4, **spec}
+    settings: dict[str, Any] = {
+        "timeout": 2.0,
+        "max_attempts": 4,
+        "base_url": base_url(stub, provider),
+        **spec,
+    }
     judge_spec = JudgeSpec(
         id=f"{provider}-judge",
         provider=provider,  # type: ignore[arg-type]
         model=model,
         prompt=prompt,
-        base_url=base_url(stub, provider),
         **settings,
     )
     judge = build_judge(judge_spec, prices or {})
@@ -588,3 +592,97 @@ async def test_many_concurrent_judgments_through_the_sdk(keys: str, provider: st
     assert snapshot["total"] == 80
     assert 32 <= snapshot["max_in_flight"] <= 64
     assert judge.limiter.max_in_flight <= 64
+
+
+# --- the call path: one pooled SDK client per endpoint and loop ----------------------------
+
+
+def _sdk_of(judge: LLMJudge) -> Any:
+    client = judge.client
+    assert isinstance(client, AnthropicClient | OpenAIClient)
+    return client._sdk()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_calls_go_through_the_sdks_aiohttp_transport(
+    stub: StubHandle, keys: str, provider: str
+) -> None:
+    judge = make_judge(stub, provider, "stub-score-0.6")
+    assert (await judge.judge(SCORE_ITEM)).score == 0.6
+    client = judge.client
+    assert isinstance(client, AnthropicClient | OpenAIClient)
+    assert client.transport() == "aiohttp"
+    # The SDK still sends: its own user agent reaches the server.
+    agents = [headers.get("user-agent", "") for _, headers in stub.stats.requests_seen()]
+    assert agents and all(a.startswith(("AsyncAnthropic/", "AsyncOpenAI/")) for a in agents)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_url_credentials_fall_back_to_httpx(
+    stub: StubHandle, keys: str, provider: str
+) -> None:
+    # aiohttp refuses a URL's user:password next to the Basic header httpx derives from it.
+    url = base_url(stub, provider).replace("http://", "http://alice:secret-pw@")
+    judge = make_judge(stub, provider, "stub-score-0.6", base_url=url)
+    assert (await judge.judge(SCORE_ITEM)).score == 0.6
+    assert judge.client.transport() == "httpx"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_pool_is_sized_from_max_concurrency(
+    stub: StubHandle, keys: str, provider: str
+) -> None:
+    judge = make_judge(stub, provider, "stub-score-0.6", max_concurrency=13)
+    assert (await judge.judge(SCORE_ITEM)).score == 0.6
+    transport = _sdk_of(judge)._client._transport
+    assert transport.limits.max_connections == 13
+    assert transport.client.connector.limit == 13  # the aiohttp session really holds 13
+    # A second model on the same endpoint has its own limiter: the shared pool grows to both.
+    other = make_judge(stub, provider, "stub-score-0.7", max_concurrency=5)
+    assert (await other.judge(SCORE_ITEM)).score == 0.7
+    assert _sdk_of(other)._client._transport.limits.max_connections == 18
+    assert _sdk_of(judge) is _sdk_of(other)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_one_client_per_endpoint_and_loop_reused_across_chunks_and_closed_at_run_end(
+    stub: StubHandle, keys: str, provider: str
+) -> None:
+    from juryflow.tasks import close_judges, judge_chunk, judge_for
+
+    spec = JudgeSpec(
+        id=f"{provider}-judge",
+        provider=provider,  # type: ignore[arg-type]
+        model="stub-score-0.6",
+        prompt=SCORE_PROMPT,
+        base_url=base_url(stub, provider),
+        timeout=2.0,
+    )
+    # Another judge on the same endpoint, built (as the flow builds its panel) before any call.
+    twin = make_judge(stub, provider, "stub-score-0.7")
+    items = [Item(f"i{n}", {"input": f"q{n}", "output": f"a{n}"}) for n in range(6)]
+    first = await judge_chunk.fn(spec, {}, items[:3], 0)
+    judge = judge_for(spec, {})
+    assert isinstance(judge, LLMJudge)
+    sdk = _sdk_of(judge)
+    second = await judge_chunk.fn(spec, {}, items[3:], 1)
+    assert [j.score for j in (*first.judgments, *second.judgments)] == [0.6] * 6
+    assert _sdk_of(judge_for(spec, {})) is sdk  # the same client served both chunks
+
+    assert _sdk_of(twin) is sdk  # shared by the endpoint's judges
+    assert sdk._client._transport.limits.max_connections == 16  # both judges' 8
+
+    # Another loop gets its own.
+
+    async def on_other_loop() -> object:
+        other_sdk = _sdk_of(judge)
+        await judge.aclose()
+        return other_sdk
+
+    other_loop_sdk = await asyncio.to_thread(asyncio.run, on_other_loop())
+    assert other_loop_sdk is not sdk
+    assert _sdk_of(judge) is sdk  # closing the other loop's client left this one alone
+
+    await close_judges()  # what the flow does when the run ends
+    assert sdk._client.is_closed
+    assert judge.client.transport() is None  # type: ignore[attr-defined]

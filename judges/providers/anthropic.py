@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import anthropic
@@ -11,12 +12,35 @@ from juryflow.judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
-    SDKPerLoop,
+    SharedSDKs,
     client_secrets,
+    dropped_connection,
     error_from_status,
+    http_client,
+    http_library,
     output_schema,
+    size_pool,
+    transport_of,
 )
+from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
+
+_SDKS: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()
+
+
+@functools.cache
+def _tool_parameters(kind: OutputKind) -> dict[str, Any]:
+    # Built once per output kind, not per call; the SDK only reads it.
+    return {
+        "tools": [
+            {
+                "name": TOOL_NAME,
+                "description": "Submit the hallucination judgment.",
+                "input_schema": output_schema(kind),
+            }
+        ],
+        "tool_choice": {"type": "tool", "name": TOOL_NAME},
+    }
 
 
 class AnthropicClient:
@@ -37,62 +61,65 @@ class AnthropicClient:
         self._timeout = timeout
         self._headers = dict(headers or {})
         self._secrets = client_secrets(api_key, base_url, self._headers)
-        self._sdks = SDKPerLoop(
-            lambda: anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout,
-                max_retries=0,
-                default_headers=self._headers or None,
-            )
-        )
+        # Judges with the same key, server and headers share one client (and pool) per loop;
+        # the timeout is not part of it: every call sends its own.
+        self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
 
     def __repr__(self) -> str:  # never show the key
         return f"AnthropicClient(base_url={self._base_url!r})"
 
+    def _make(self, connections: int) -> anthropic.AsyncAnthropic:
+        client = http_client(anthropic, connections, self._base_url)
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout,
+            max_retries=0,
+            default_headers=self._headers or None,
+            http_client=client,
+        )
+
     def _sdk(self) -> anthropic.AsyncAnthropic:
-        return self._sdks.get()
+        return _SDKS.get(self.endpoint, self._make)
+
+    def size_pool(self, limiter_key: str, connections: int) -> None:
+        size_pool(self.endpoint, limiter_key, connections)
+
+    def transport(self) -> str | None:
+        """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
+        sdk = _SDKS.current(self.endpoint)
+        return transport_of(sdk) if sdk is not None else None
 
     async def aclose(self) -> None:
-        await self._sdks.aclose()
+        await _SDKS.aclose(self.endpoint)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
             # No temperature: the API version this SDK sends (2026-10-21) rejects every
             # sampling parameter with a 400, and the SDK no longer accepts them.
             "messages": [{"role": "user", "content": request.prompt}],
-            "timeout": request.timeout,
         }
         if request.structured:
-            kwargs["tools"] = [
-                {
-                    "name": TOOL_NAME,
-                    "description": "Submit the hallucination judgment.",
-                    "input_schema": output_schema(request.output_kind),
-                }
-            ]
-            kwargs["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+            body.update(_tool_parameters(request.output_kind))
         try:
-            message = await self._sdk().messages.create(**kwargs)
+            # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the
+            # body read once as JSON instead of also built into a typed Message per call.
+            response = await self._sdk().post(
+                "/v1/messages",
+                body=body,
+                cast_to=http_library(anthropic).Response,
+                options={"timeout": request.timeout},
+            )
+            message = response.json()
         except anthropic.APIError as error:
             raise self._translate(error) from None
-
-        texts: list[str] = []
-        structured: dict[str, Any] | None = None
-        for block in message.content:
-            if block.type == "text":
-                texts.append(block.text)
-            elif block.type == "tool_use" and block.name == TOOL_NAME and structured is None:
-                structured = dict(block.input) if isinstance(block.input, dict) else None
-        usage = message.usage
-        return ModelResponse(
-            text="".join(texts),
-            structured=structured,
-            input_tokens=usage.input_tokens if usage else None,
-            output_tokens=usage.output_tokens if usage else None,
-        )
+        except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
+            raise ProviderError(
+                f"unreadable response body: {error}", retryable=True, kind="server"
+            ) from None
+        return _response(message)
 
     def should_retry(self, error: ProviderError) -> bool:
         # 529 "overloaded" arrives as a 5xx and is retryable like any server error; an
@@ -101,6 +128,9 @@ class AnthropicClient:
 
     def _translate(self, error: anthropic.APIError) -> ProviderError:
         message = redact_text(_message(error), self._secrets)
+        if isinstance(error, anthropic.APITimeoutError) and dropped_connection(error):
+            # What the SDK says of a dropped connection over httpx, so reasons stay the same.
+            return ProviderError("Connection error.", retryable=True, kind="connection")
         if isinstance(error, anthropic.APITimeoutError):
             return ProviderError(message or "request timed out", retryable=True, kind="timeout")
         if isinstance(error, anthropic.APIConnectionError):
@@ -109,6 +139,33 @@ class AnthropicClient:
             return error_from_status(error.status_code, message, dict(error.response.headers))
         # A 2xx body the SDK could not read: a misbehaving server or proxy, worth a retry.
         return ProviderError(message or type(error).__name__, retryable=True, kind="server")
+
+
+def _response(message: Any) -> ModelResponse:
+    texts: list[str] = []
+    structured: dict[str, Any] | None = None
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text") or ""))
+        elif kind == "tool_use" and block.get("name") == TOOL_NAME and structured is None:
+            answer = block.get("input")
+            structured = dict(answer) if isinstance(answer, dict) else None
+    usage = message.get("usage") if isinstance(message, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return ModelResponse(
+        text="".join(texts),
+        structured=structured,
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _message(error: anthropic.APIError) -> str:

@@ -7,12 +7,17 @@ boundary, so retries, rate limits and the judge never import an SDK.
 from __future__ import annotations
 
 import asyncio
+import functools
+import sys
+import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from types import ModuleType
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
 
 from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import (
@@ -23,9 +28,7 @@ from juryflow.judges.redact import (
     url_secrets,
 )
 
-ErrorKind = Literal[
-    "rate_limit", "server", "timeout", "connection", "client", "auth", "not_found"
-]
+ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth", "not_found"]
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to servers whose SDK wants a key when the panel names none for a custom base_url."""
@@ -241,29 +244,138 @@ class _Closeable(Protocol):
 
 SDK = TypeVar("SDK", bound=_Closeable)
 
+DEFAULT_CONNECTIONS = 8
+"""Pool size of an endpoint no judge has sized (a client used on its own): the panel default."""
 
-class SDKPerLoop(Generic[SDK]):
-    """One SDK client per event loop.
+_SDK_LOCK = threading.Lock()
+# Connections each endpoint needs: per limiter key, that limiter's max_concurrency. Summed,
+# since every limiter on the endpoint may fill its permits at once.
+_DEMAND: dict[Hashable, dict[str, int]] = {}
 
-    An SDK's HTTP connection pool belongs to the event loop it first ran on, and a judge may
-    be called from several loops (Prefect worker threads, Dask workers), so each loop gets
-    its own client, built on first use and closed with :meth:`aclose` from that loop.
+
+def size_pool(endpoint: Hashable, limiter_key: str, connections: int) -> None:
+    """Record that calls to ``endpoint`` under ``limiter_key`` may hold ``connections`` at once."""
+    with _SDK_LOCK:
+        _DEMAND.setdefault(endpoint, {})[limiter_key] = connections
+
+
+def pool_size(endpoint: Hashable) -> int:
+    with _SDK_LOCK:
+        demand = _DEMAND.get(endpoint)
+        return sum(demand.values()) if demand else DEFAULT_CONNECTIONS
+
+
+class SharedSDKs(Generic[SDK]):
+    """One SDK client per endpoint and event loop, shared by every judge calling it.
+
+    An SDK's connection pool belongs to the event loop it first ran on (an aiohttp session
+    outright refuses another), and a judge may be called from several loops (Prefect worker
+    threads, Dask workers): each loop gets its own client, built on first use, kept for the
+    whole run and closed with :meth:`aclose` from that loop. The pool is sized to what the
+    endpoint's limiters allow in flight; a judge that raises that after its client was built
+    gets a bigger one, the old one being closed with the rest.
     """
 
-    def __init__(self, make: Callable[[], SDK]) -> None:
-        self._make = make
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SDK] = (
+    def __init__(self) -> None:
+        self._clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[Hashable, tuple[SDK, int]]
+        ] = weakref.WeakKeyDictionary()
+        self._retired: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[SDK]] = (
             weakref.WeakKeyDictionary()
         )
 
-    def get(self) -> SDK:
+    def get(self, endpoint: Hashable, make: Callable[[int], SDK]) -> SDK:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._make()
+        clients = self._clients.get(loop)
+        entry = clients.get(endpoint) if clients is not None else None
+        connections = pool_size(endpoint)
+        if entry is not None and entry[1] >= connections:
+            return entry[0]
+        # Only this loop's thread builds this loop's clients: no lock needed past here.
+        client = make(connections)
+        self._clients.setdefault(loop, {})[endpoint] = (client, connections)
+        if entry is not None:
+            self._retired.setdefault(loop, []).append(entry[0])
         return client
 
-    async def aclose(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
+    def current(self, endpoint: Hashable) -> SDK | None:
+        """This loop's client of ``endpoint``, if one was built (for inspection)."""
+        entry = self._clients.get(asyncio.get_running_loop(), {}).get(endpoint)
+        return entry[0] if entry is not None else None
+
+    async def aclose(self, endpoint: Hashable) -> None:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop, {}).pop(endpoint, None)
+        retired = self._retired.pop(loop, [])
+        for client in (*retired, *([entry[0]] if entry is not None else [])):
             await client.close()
+
+
+@functools.cache
+def http_library(module: ModuleType) -> ModuleType:
+    """The HTTP library an SDK is built on: httpx, or httpx2 in the SDKs' recent releases.
+
+    Read from the SDK itself, since both may be installed and only its own one's types
+    (limits, the raw response type) mean anything to it.
+    """
+    return sys.modules[type(module.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]]
+
+
+def http_client(module: ModuleType, connections: int, base_url: str | None) -> Any:
+    """The SDK's own async HTTP client on its fastest transport, pooled to ``connections``.
+
+    aiohttp (the SDKs' ``[aiohttp]`` extra) costs about half the CPU per call of the default
+    httpx transport; without it installed, the SDK's httpx client is used. Both set
+    TCP_NODELAY (asyncio does it for every TCP transport).
+    """
+    limits = http_library(module).Limits(
+        max_connections=connections, max_keepalive_connections=connections
+    )
+    if _has_userinfo(base_url):
+        # user:password@ in base_url: httpx turns it into a Basic header, which the aiohttp
+        # transport then passes along with the URL, and aiohttp refuses to send both.
+        return module.DefaultAsyncHttpxClient(limits=limits)
+    aiohttp_client = getattr(module, "DefaultAioHttpClient", None)  # absent in older SDKs
+    if aiohttp_client is not None:
+        try:
+            return aiohttp_client(limits=limits)
+        except RuntimeError:  # the SDK says the aiohttp extra is not installed
+            pass
+    return module.DefaultAsyncHttpxClient(limits=limits)
+
+
+def _has_userinfo(url: str | None) -> bool:
+    try:
+        parts = urlsplit(url or "")
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return False
+
+
+def transport_of(sdk: Any) -> str:
+    """Which transport an SDK client built by :func:`http_client` sends through."""
+    transport = getattr(getattr(sdk, "_client", None), "_transport", None)
+    return "aiohttp" if type(transport).__name__ == "AiohttpTransport" else "httpx"
+
+
+def dropped_connection(error: BaseException) -> bool:
+    """Whether an SDK "timeout" was really the server closing the connection.
+
+    The SDKs' aiohttp transport maps every aiohttp connection error, a dropped connection
+    included, to a connect timeout; the cause it keeps says which it was, so that the stored
+    reason stays "connection" as with httpx.
+    """
+    try:
+        import aiohttp
+    except ImportError:
+        return False
+    seen: BaseException | None = error
+    for _ in range(6):  # SDK error <- httpx(2) error <- aiohttp error
+        seen = seen.__cause__ or seen.__context__ if seen is not None else None
+        if seen is None:
+            return False
+        if isinstance(seen, aiohttp.ServerTimeoutError):
+            return False
+        if isinstance(seen, aiohttp.ClientConnectionError):
+            return True
+    return False

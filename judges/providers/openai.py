@@ -7,6 +7,7 @@ server; such servers that reject ``response_format`` are used with
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -17,15 +18,33 @@ from juryflow.judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
-    SDKPerLoop,
+    SharedSDKs,
     client_secrets,
+    dropped_connection,
     error_from_status,
+    http_client,
+    http_library,
     output_schema,
+    size_pool,
+    transport_of,
 )
+from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
 
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
+
+
+_SDKS: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()
+
+
+@functools.cache
+def _response_format(kind: OutputKind) -> dict[str, Any]:
+    # Built once per output kind, not per call; the SDK only reads it.
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": TOOL_NAME, "schema": output_schema(kind), "strict": True},
+    }
 
 
 class OpenAIClient:
@@ -46,84 +65,82 @@ class OpenAIClient:
         self._timeout = timeout
         self._headers = dict(headers or {})
         self._secrets = client_secrets(api_key, base_url, self._headers)
-        self._sdks = SDKPerLoop(
-            lambda: openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout,
-                max_retries=0,
-                default_headers=self._headers or None,
-            )
-        )
+        # Judges with the same key, server and headers share one client (and pool) per loop;
+        # the timeout is not part of it: every call sends its own.
+        self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient(base_url={self._base_url!r})"
 
+    def _make(self, connections: int) -> openai.AsyncOpenAI:
+        client = http_client(openai, connections, self._base_url)
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout,
+            max_retries=0,
+            default_headers=self._headers or None,
+            http_client=client,
+        )
+
     def _sdk(self) -> openai.AsyncOpenAI:
-        return self._sdks.get()
+        return _SDKS.get(self.endpoint, self._make)
+
+    def size_pool(self, limiter_key: str, connections: int) -> None:
+        size_pool(self.endpoint, limiter_key, connections)
+
+    def transport(self) -> str | None:
+        """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
+        sdk = _SDKS.current(self.endpoint)
+        return transport_of(sdk) if sdk is not None else None
 
     async def aclose(self) -> None:
-        await self._sdks.aclose()
+        await _SDKS.aclose(self.endpoint)
 
     def _parameters(self, request: ModelRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": request.model,
             "messages": [{"role": "user", "content": request.prompt}],
-            "timeout": request.timeout,
         }
         if not request.model.startswith(_NO_TEMPERATURE_PREFIXES):
-            kwargs["temperature"] = request.temperature
+            body["temperature"] = request.temperature
         # OpenAI deprecated max_tokens (its reasoning models reject it), while most
         # compatible servers only know max_tokens.
         if self._base_url is None:
-            kwargs["max_completion_tokens"] = request.max_tokens
+            body["max_completion_tokens"] = request.max_tokens
         else:
-            kwargs["max_tokens"] = request.max_tokens
+            body["max_tokens"] = request.max_tokens
         if request.structured:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": TOOL_NAME,
-                    "schema": output_schema(request.output_kind),
-                    "strict": True,
-                },
-            }
-        return kwargs
+            body["response_format"] = _response_format(request.output_kind)
+        return body
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         try:
-            completion = await self._sdk().chat.completions.create(**self._parameters(request))
+            # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the
+            # body read once as JSON instead of also built into a typed completion per call.
+            response = await self._sdk().post(
+                "/chat/completions",
+                body=self._parameters(request),
+                cast_to=http_library(openai).Response,
+                options={"timeout": request.timeout},
+            )
+            completion = response.json()
         except openai.APIError as error:
             raise self._translate(error) from None
-
-        text = ""
-        structured: dict[str, Any] | None = None
-        if completion.choices:
-            message = completion.choices[0].message
-            text = message.content or ""
-            # Some compatible servers answer a schema request with a tool call instead.
-            for call in message.tool_calls or ():
-                function = getattr(call, "function", None)
-                if function is not None and function.name == TOOL_NAME:
-                    structured = _json_object(function.arguments)
-                    if structured is None:
-                        text = text or function.arguments
-                    break
-            if structured is None and request.structured:
-                structured = _json_object(text)
-        usage = completion.usage
-        return ModelResponse(
-            text=text,
-            structured=structured,
-            input_tokens=usage.prompt_tokens if usage else None,
-            output_tokens=usage.completion_tokens if usage else None,
-        )
+        except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
+            raise ProviderError(
+                f"unreadable response body: {error}", retryable=True, kind="server"
+            ) from None
+        return _response(completion, request.structured)
 
     def should_retry(self, error: ProviderError) -> bool:
         return error.retryable
 
     def _translate(self, error: openai.APIError) -> ProviderError:
         message = redact_text(error.message or type(error).__name__, self._secrets)
+        if isinstance(error, openai.APITimeoutError) and dropped_connection(error):
+            # What the SDK says of a dropped connection over httpx, so reasons stay the same.
+            return ProviderError("Connection error.", retryable=True, kind="connection")
         if isinstance(error, openai.APITimeoutError):
             return ProviderError(message, retryable=True, kind="timeout")
         if isinstance(error, openai.APIConnectionError):
@@ -135,6 +152,44 @@ class OpenAIClient:
                 translated.retryable = False
             return translated
         return ProviderError(message, retryable=True, kind="server")
+
+
+def _response(completion: Any, structured_request: bool) -> ModelResponse:
+    completion = completion if isinstance(completion, dict) else {}
+    text = ""
+    structured: dict[str, Any] | None = None
+    choices = completion.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        message = message if isinstance(message, dict) else {}
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            text = str(text)
+        # Some compatible servers answer a schema request with a tool call instead.
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and function.get("name") == TOOL_NAME:
+                arguments = function.get("arguments")
+                arguments = arguments if isinstance(arguments, str) else ""
+                structured = _json_object(arguments)
+                if structured is None:
+                    text = text or arguments
+                break
+        if structured is None and structured_request:
+            structured = _json_object(text)
+    usage = completion.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return ModelResponse(
+        text=text,
+        structured=structured,
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
