@@ -122,7 +122,9 @@ class ChunkRunner:
         transaction), so a completed call is never paid for twice.
         """
         store, run_id = self.plan.store, self.plan.run_id
-        for judgment in store.load_judgments(run_id):
+        # Only items still without consensus need their stored judgments (to combine them
+        # with the judges still to answer); the rest are done.
+        for judgment in store.load_judgments(run_id, without_consensus=True):
             self.stored.setdefault(judgment.item_id, []).append(judgment)
         stored_pairs = store.judged_pairs(run_id)
         for judgment in self.journal.replay():

@@ -416,10 +416,18 @@ class Store:
             if row.cache_key
         }
 
-    def load_judgments(self, run_id: str) -> list[Judgment]:
+    def load_judgments(self, run_id: str, *, without_consensus: bool = False) -> list[Judgment]:
+        """A run's judgments with their spans; ``without_consensus``: only those of items
+        that have no consensus row yet (what a resumed run still needs: at a million items
+        the whole run's judgments would take gigabytes)."""
+        where = "run_id = $run"
+        if without_consensus:
+            where += " AND item_id NOT IN (SELECT item_id FROM consensus WHERE run_id = $run)"
         with self.read() as con:
             rows = _judgments_from_cursor(
-                con.execute("SELECT * FROM judgments WHERE run_id = ? ORDER BY item_id", [run_id])
+                con.execute(
+                    f"SELECT * FROM judgments WHERE {where} ORDER BY item_id", {"run": run_id}
+                )
             )
             spans = _spans_for(con, [(r.run_id, r.item_id, r.judge_id) for r in rows])
         return [r.to_judgment(spans.get((r.run_id, r.item_id, r.judge_id), ())) for r in rows]
