@@ -11,8 +11,10 @@ Conventions the views share:
   unscored judgments count nowhere, exactly as in the consensus;
 - a judge *answered with spans* when it answered and its ``output_kind`` is ``spans``;
   score-only judges have no say on spans, and unanchored spans (no offsets) are ignored;
-- span metrics count characters: spans are expanded to the character positions they cover
-  (``*_chars`` helper views), so overlapping spans of one set count a character once;
+- span metrics count characters: each set of spans (a judge's on an item, the consensus's,
+  the gold labels') is cut into disjoint intervals (``*_intervals`` helper views), so a
+  character covered by overlapping spans of one set counts once, and overlaps are summed
+  over intersecting intervals; the ``*_chars`` views list the same characters one per row;
 - a 0/0 ratio of a precision / recall / F1 against gold is 0 (as sklearn's
   ``zero_division=0`` and :mod:`juryflow.judges.gold`); a 0/0 agreement ratio is NULL (undefined).
 """
@@ -32,29 +34,70 @@ _RUN_OVERVIEW = """
     FROM runs r
 """
 
-# One row per character a judge flagged, from the anchored spans of its scored span answers.
+
+def _disjoint(source: str, keys: str, set_key: str) -> str:
+    """SELECT of the spans of ``source`` cut into disjoint intervals, one set per ``set_key``.
+
+    ``source`` yields ``keys``, ``set_key``, ``char_start`` and ``char_end > char_start``.
+    In start order, each span keeps only its part past the furthest end of the spans before
+    it (and is dropped when nothing is left), which covers the same characters with
+    disjoint intervals in one window pass, without merging them (touching pieces stay two
+    rows; no count changes). ``set_key`` is a single integer (a rowid) where there is one:
+    partitioning on it is twice as fast as on the string keys.
+    """
+    return f"""
+        SELECT {keys}, char_lo AS char_start, char_end
+        FROM (
+            SELECT *, greatest(char_start, coalesce(max(char_end) OVER (
+                          PARTITION BY {set_key} ORDER BY char_start
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), char_start))
+                          AS char_lo
+            FROM ({source})
+        )
+        WHERE char_end > char_lo
+    """
+
+
+# The flagged characters as disjoint intervals: every span metric is computed from these
+# (overlaps by an interval join on the item), never by expanding spans into characters,
+# which took 4-9 s per view at 5,000 items (bench/bench_views.py --baseline). Judges: the
+# anchored spans of scored span answers (a negative start clipped to 0); consensus: the
+# spans of ``ok`` consensus rows.
+_JUDGMENT_INTERVALS = "CREATE OR REPLACE VIEW judgment_intervals AS" + _disjoint(
+    """
+    SELECT s.run_id, s.item_id, s.judge_id, j.rowid AS judgment_row,
+           greatest(s.char_start, 0) AS char_start, s.char_end
+    FROM judgment_spans s
+    JOIN judgments j USING (run_id, item_id, judge_id)
+    WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
+      AND s.char_start IS NOT NULL AND s.char_end > greatest(s.char_start, 0)
+    """,
+    "run_id, item_id, judge_id",
+    "judgment_row",
+)
+
+_CONSENSUS_INTERVALS = "CREATE OR REPLACE VIEW consensus_intervals AS" + _disjoint(
+    """
+    SELECT s.run_id, s.item_id, c.rowid AS consensus_row, s.char_start, s.char_end
+    FROM consensus_spans s
+    JOIN consensus c USING (run_id, item_id)
+    WHERE c.status = 'ok' AND s.char_end > s.char_start
+    """,
+    "run_id, item_id",
+    "consensus_row",
+)
+
+# One row per flagged character, kept for users who query characters; nothing reads them.
 _JUDGMENT_CHARS = """
     CREATE OR REPLACE VIEW judgment_chars AS
-    SELECT DISTINCT run_id, item_id, judge_id, char_pos
-    FROM (
-        SELECT s.run_id, s.item_id, s.judge_id,
-               unnest(range(greatest(s.char_start, 0), s.char_end)) AS char_pos
-        FROM judgment_spans s
-        JOIN judgments j USING (run_id, item_id, judge_id)
-        WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
-          AND s.char_start IS NOT NULL AND s.char_end > s.char_start
-    )
+    SELECT run_id, item_id, judge_id, unnest(range(char_start, char_end)) AS char_pos
+    FROM judgment_intervals
 """
 
 _CONSENSUS_CHARS = """
     CREATE OR REPLACE VIEW consensus_chars AS
-    SELECT DISTINCT run_id, item_id, char_pos
-    FROM (
-        SELECT s.run_id, s.item_id, unnest(range(s.char_start, s.char_end)) AS char_pos
-        FROM consensus_spans s
-        JOIN consensus c USING (run_id, item_id)
-        WHERE c.status = 'ok' AND s.char_end > s.char_start
-    )
+    SELECT run_id, item_id, unnest(range(char_start, char_end)) AS char_pos
+    FROM consensus_intervals
 """
 
 # Human labels per item. ``has_span_labels``: the item's gold spans can be compared with.
@@ -80,17 +123,23 @@ _GOLD_LABELS = """
     FROM labelled l LEFT JOIN runs_with_spans r USING (run_id)
 """
 
+_GOLD_INTERVALS = "CREATE OR REPLACE VIEW gold_intervals AS" + _disjoint(
+    """
+    SELECT run_id, item_id, greatest(g[1], 0) AS char_start, g[2] AS char_end
+    FROM (
+        SELECT run_id, item_id, unnest(json_transform(gold_spans, '[["BIGINT"]]')) AS g
+        FROM gold_labels WHERE has_span_labels
+    )
+    WHERE g[2] > greatest(g[1], 0)
+    """,
+    "run_id, item_id",
+    "run_id, item_id",
+)
+
 _GOLD_CHARS = """
     CREATE OR REPLACE VIEW gold_chars AS
-    SELECT DISTINCT run_id, item_id, char_pos
-    FROM (
-        SELECT run_id, item_id, unnest(range(greatest(g[1], 0), g[2])) AS char_pos
-        FROM (
-            SELECT run_id, item_id,
-                   unnest(json_transform(gold_spans, '[["BIGINT"]]')) AS g
-            FROM gold_labels WHERE has_span_labels
-        )
-    )
+    SELECT run_id, item_id, unnest(range(char_start, char_end)) AS char_pos
+    FROM gold_intervals
 """
 
 # Per item: how much the judges disagree, three ways, and one number to rank by.
@@ -193,15 +242,24 @@ _ITEM_DISAGREEMENT = """
 # neither flagged a character there). Pairs that share no answered item have no row.
 _JUDGE_PAIR_AGREEMENT = """
     CREATE OR REPLACE VIEW judge_pair_agreement AS
-    WITH answered AS (
-        SELECT run_id, item_id, judge_id, score, verdict, output_kind = 'spans' AS spans
-        FROM judgments WHERE score IS NOT NULL
+    WITH intervals AS MATERIALIZED (SELECT * FROM judgment_intervals),
+    item_chars AS (
+        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n_chars
+        FROM intervals GROUP BY run_id, item_id, judge_id
+    ),
+    -- the character counts ride along the pairs: one self-join instead of two lookups
+    answered AS (
+        SELECT j.run_id, j.item_id, j.judge_id, j.score, j.verdict,
+               j.output_kind = 'spans' AS spans, coalesce(c.n_chars, 0) AS n_chars
+        FROM judgments j LEFT JOIN item_chars c USING (run_id, item_id, judge_id)
+        WHERE j.score IS NOT NULL
     ),
     pairs AS (
         SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b, a.item_id,
                a.score AS score_a, b.score AS score_b,
                a.verdict AS verdict_a, b.verdict AS verdict_b,
-               a.spans AND b.spans AS both_spans
+               a.spans AND b.spans AS both_spans,
+               a.n_chars AS chars_a, b.n_chars AS chars_b
         FROM answered a
         JOIN answered b
           ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
@@ -215,32 +273,20 @@ _JUDGE_PAIR_AGREEMENT = """
                count(*) FILTER (WHERE verdict_a AND verdict_b) AS both_flagged,
                count(*) FILTER (WHERE verdict_a <> verdict_b) AS split_items,
                avg(abs(score_a - score_b)) AS mean_abs_score_diff,
-               count(*) FILTER (WHERE both_spans) AS n_span_items
+               count(*) FILTER (WHERE both_spans) AS n_span_items,
+               sum(chars_a) FILTER (WHERE both_spans) AS chars_a,
+               sum(chars_b) FILTER (WHERE both_spans) AS chars_b
         FROM pairs GROUP BY run_id, judge_a, judge_b
     ),
-    item_chars AS (
-        SELECT run_id, item_id, judge_id, count(*) AS n_chars
-        FROM judgment_chars GROUP BY run_id, item_id, judge_id
-    ),
-    pair_chars AS (
-        SELECT p.run_id, p.judge_a, p.judge_b,
-               sum(coalesce(ca.n_chars, 0)) AS chars_a,
-               sum(coalesce(cb.n_chars, 0)) AS chars_b
-        FROM pairs p
-        LEFT JOIN item_chars ca
-          ON ca.run_id = p.run_id AND ca.item_id = p.item_id AND ca.judge_id = p.judge_a
-        LEFT JOIN item_chars cb
-          ON cb.run_id = p.run_id AND cb.item_id = p.item_id AND cb.judge_id = p.judge_b
-        WHERE p.both_spans
-        GROUP BY p.run_id, p.judge_a, p.judge_b
-    ),
     overlap AS (
+        -- each set is disjoint, so the intersections of their intervals add up
         SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b,
-               count(*) AS overlap_chars
-        FROM judgment_chars a
-        JOIN judgment_chars b
-          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.char_pos = b.char_pos
-         AND a.judge_id < b.judge_id
+               sum(least(a.char_end, b.char_end) - greatest(a.char_start, b.char_start))::BIGINT
+                   AS overlap_chars
+        FROM intervals a
+        JOIN intervals b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
+         AND a.char_start < b.char_end AND b.char_start < a.char_end
         GROUP BY a.run_id, a.judge_id, b.judge_id
     ),
     kappa AS (
@@ -257,16 +303,15 @@ _JUDGE_PAIR_AGREEMENT = """
            k.n_span_items,
            CASE WHEN k.n_span_items > 0 THEN coalesce(o.overlap_chars, 0) END
                AS overlap_chars,
-           pc.chars_a, pc.chars_b,
-           CASE WHEN pc.chars_a + pc.chars_b > 0 THEN
-               2.0 * coalesce(o.overlap_chars, 0) / (pc.chars_a + pc.chars_b)
+           k.chars_a, k.chars_b,
+           CASE WHEN k.chars_a + k.chars_b > 0 THEN
+               2.0 * coalesce(o.overlap_chars, 0) / (k.chars_a + k.chars_b)
            END AS span_f1,
-           CASE WHEN pc.chars_a + pc.chars_b > 0 THEN
+           CASE WHEN k.chars_a + k.chars_b > 0 THEN
                coalesce(o.overlap_chars, 0)
-               / (pc.chars_a + pc.chars_b - coalesce(o.overlap_chars, 0))
+               / (k.chars_a + k.chars_b - coalesce(o.overlap_chars, 0))
            END AS span_jaccard
     FROM kappa k
-    LEFT JOIN pair_chars pc USING (run_id, judge_a, judge_b)
     LEFT JOIN overlap o USING (run_id, judge_a, judge_b)
 """
 
@@ -301,23 +346,28 @@ _JUDGE_BIAS = """
     span_items AS (
         SELECT run_id, judge_id, item_id FROM joined WHERE span_item
     ),
+    judge_iv AS MATERIALIZED (
+        SELECT run_id, judge_id, item_id, c.char_start, c.char_end
+        FROM span_items s JOIN judgment_intervals c USING (run_id, item_id, judge_id)
+    ),
     judge_chars AS (
-        SELECT s.run_id, s.judge_id, count(*) AS judge_chars
-        FROM span_items s JOIN judgment_chars c USING (run_id, item_id, judge_id)
-        GROUP BY s.run_id, s.judge_id
+        SELECT run_id, judge_id, sum(char_end - char_start)::BIGINT AS judge_chars
+        FROM judge_iv GROUP BY run_id, judge_id
     ),
     panel_chars AS (
-        SELECT s.run_id, s.judge_id, count(*) AS consensus_chars
-        FROM span_items s JOIN consensus_chars c USING (run_id, item_id)
+        SELECT s.run_id, s.judge_id, sum(c.char_end - c.char_start)::BIGINT AS consensus_chars
+        FROM span_items s JOIN consensus_intervals c USING (run_id, item_id)
         GROUP BY s.run_id, s.judge_id
     ),
     overlap AS (
-        SELECT s.run_id, s.judge_id, count(*) AS overlap_chars
-        FROM span_items s
-        JOIN judgment_chars jc USING (run_id, item_id, judge_id)
-        JOIN consensus_chars cc
-          ON cc.run_id = jc.run_id AND cc.item_id = jc.item_id AND cc.char_pos = jc.char_pos
-        GROUP BY s.run_id, s.judge_id
+        SELECT j.run_id, j.judge_id,
+               sum(least(j.char_end, c.char_end) - greatest(j.char_start, c.char_start))::BIGINT
+                   AS overlap_chars
+        FROM judge_iv j
+        JOIN consensus_intervals c
+          ON c.run_id = j.run_id AND c.item_id = j.item_id
+         AND j.char_start < c.char_end AND c.char_start < j.char_end
+        GROUP BY j.run_id, j.judge_id
     )
     SELECT p.run_id, p.judge_id, p.n_items, p.n_scored, p.n_unscored, p.mean_score,
            p.flag_rate, p.n_vs_consensus, p.bias, p.mean_abs_deviation,
@@ -384,11 +434,12 @@ _JUDGE_ACCURACY = """
                count(*) FILTER (WHERE answered AND NOT predicted AND gold) AS fn_answered
         FROM graded GROUP BY run_id, judge_id
     ),
-    predicted_chars AS (
-        SELECT run_id, item_id, judge_id, char_pos FROM judgment_chars
+    predicted AS MATERIALIZED (
+        SELECT run_id, item_id, judge_id, char_start, char_end FROM judgment_intervals
         UNION ALL
-        SELECT run_id, item_id, 'consensus', char_pos FROM consensus_chars
+        SELECT run_id, item_id, 'consensus', char_start, char_end FROM consensus_intervals
     ),
+    gold AS MATERIALIZED (SELECT * FROM gold_intervals),
     span_items AS (
         SELECT p.run_id, p.judge_id, g.item_id,
                coalesce(x.span_answer, false) AS answered
@@ -399,17 +450,21 @@ _JUDGE_ACCURACY = """
         WHERE p.span_predictor AND g.has_span_labels
     ),
     item_pred AS (
-        SELECT run_id, item_id, judge_id, count(*) AS n FROM predicted_chars
-        GROUP BY run_id, item_id, judge_id
+        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n
+        FROM predicted GROUP BY run_id, item_id, judge_id
     ),
     item_gold AS (
-        SELECT run_id, item_id, count(*) AS n FROM gold_chars GROUP BY run_id, item_id
+        SELECT run_id, item_id, sum(char_end - char_start)::BIGINT AS n
+        FROM gold GROUP BY run_id, item_id
     ),
     item_overlap AS (
-        SELECT c.run_id, c.item_id, c.judge_id, count(*) AS n
-        FROM predicted_chars c
-        JOIN gold_chars g
-          ON g.run_id = c.run_id AND g.item_id = c.item_id AND g.char_pos = c.char_pos
+        SELECT c.run_id, c.item_id, c.judge_id,
+               sum(least(c.char_end, g.char_end) - greatest(c.char_start, g.char_start))::BIGINT
+                   AS n
+        FROM predicted c
+        JOIN gold g
+          ON g.run_id = c.run_id AND g.item_id = c.item_id
+         AND c.char_start < g.char_end AND g.char_start < c.char_end
         GROUP BY c.run_id, c.item_id, c.judge_id
     ),
     spans AS (
@@ -467,9 +522,12 @@ _JUDGE_ACCURACY = """
 
 VIEWS: tuple[str, ...] = (
     _RUN_OVERVIEW,
+    _JUDGMENT_INTERVALS,
+    _CONSENSUS_INTERVALS,
     _JUDGMENT_CHARS,
     _CONSENSUS_CHARS,
     _GOLD_LABELS,
+    _GOLD_INTERVALS,
     _GOLD_CHARS,
     _ITEM_DISAGREEMENT,
     _JUDGE_PAIR_AGREEMENT,
@@ -483,4 +541,4 @@ AGREEMENT_VIEWS: tuple[str, ...] = (
     "judge_bias",
     "judge_accuracy",
 )
-"""The views meant for users (the ``*_chars`` and ``gold_labels`` views are their helpers)."""
+"""The views meant for users (``*_intervals``, ``*_chars`` and ``gold_labels`` are helpers)."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from juryflow.analysis import AgreementReport, agreement_report
 from juryflow.judges.consensus import panel_consensus
@@ -45,7 +47,7 @@ def build_store(
     path: Path,
     judges: Sequence[str],
     judgments: Sequence[Judgment],
-    gold: dict[str, GoldLabels | None] | None = None,
+    gold: Mapping[str, GoldLabels | None] | None = None,
     *,
     item_ids: Sequence[str] | None = None,
     texts: dict[str, str] | None = None,
@@ -462,3 +464,137 @@ def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> N
         "SELECT item_id, chars_any, chars_all FROM item_disagreement WHERE run_id = 'r'"
     )
     assert {r[0]: (r[1], r[2]) for r in rows} == expected
+
+
+# -- intervals == characters ----------------------------------------------------------
+
+_SPANS = st.lists(
+    st.tuples(st.integers(-3, 40), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=5,
+)
+
+
+def _chars(spans: Sequence[tuple[int, int]]) -> set[int]:
+    return {c for s, e in spans for c in range(max(s, 0), e)}
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    sets=st.lists(st.tuples(_SPANS, _SPANS, _SPANS), min_size=1, max_size=4),
+    gold=st.lists(_SPANS, min_size=4, max_size=4),
+)
+def test_interval_overlaps_equal_character_sets(
+    tmp_path_factory: pytest.TempPathFactory,
+    sets: list[tuple[list[tuple[int, int]], ...]],
+    gold: list[list[tuple[int, int]]],
+) -> None:
+    """Overlapping, touching, empty and negative spans: interval sums == set sizes."""
+    store = Store(tmp_path_factory.mktemp("prop") / "p.duckdb")
+    store.migrate()
+    store.create_run(
+        RunRecord(
+            run_id="p",
+            kind="evaluate",
+            suite="default",
+            status="completed",
+            started_at=datetime.now(UTC),
+            finished_at=datetime.now(UTC),
+            dataset="prop",
+            panel_name="prop",
+            panel={"name": "prop", "judges": [{"id": j} for j in "abc"]},
+            prompts=[],
+            quorum=2,
+            n_judges=3,
+        )
+    )
+    ids = [f"i{n}" for n in range(len(sets))]
+    store.insert_items(
+        "p",
+        [
+            Item(i, {"response": "x"}, GoldLabels(True, tuple(g)), n)
+            for n, (i, g) in enumerate(zip(ids, gold, strict=False))
+        ],
+    )
+    store.insert_judgments(
+        "p",
+        [
+            Judgment(i, judge, "spans", 1.0, tuple(Span(s, e, "x", "exact") for s, e in spans))
+            for i, per_judge in zip(ids, sets, strict=True)
+            for judge, spans in zip("abc", per_judge, strict=True)
+        ],
+    )
+    flagged = {
+        (i, judge): _chars(spans)
+        for i, per_judge in zip(ids, sets, strict=True)
+        for judge, spans in zip("abc", per_judge, strict=True)
+    }
+    # the intervals are disjoint and cover exactly the flagged characters
+    for (i, judge), chars in flagged.items():
+        _, got = store.query(
+            "SELECT char_start, char_end FROM judgment_intervals "
+            "WHERE item_id = ? AND judge_id = ? ORDER BY char_start",
+            [i, judge],
+        )
+        covered = [c for s, e in got for c in range(s, e)]
+        assert len(covered) == len(set(covered)) and set(covered) == chars
+    pairs = {
+        (r["judge_a"], r["judge_b"]): r for r in rows(store, "SELECT * FROM judge_pair_agreement")
+    }
+    for a, b in (("a", "b"), ("a", "c"), ("b", "c")):
+        assert pairs[a, b]["overlap_chars"] == sum(len(flagged[i, a] & flagged[i, b]) for i in ids)
+        assert pairs[a, b]["chars_a"] == sum(len(flagged[i, a]) for i in ids)
+        assert pairs[a, b]["chars_b"] == sum(len(flagged[i, b]) for i in ids)
+    gold_chars = {i: _chars(g) for i, g in zip(ids, gold, strict=False)}
+    # every item is marked hallucinated: those without a span label are left out of span
+    # accuracy, and a run with no span label at all has none
+    usable = [i for i, g in zip(ids, gold, strict=False) if g]
+    accuracy = {r["judge_id"]: r for r in rows(store, "SELECT * FROM judge_accuracy")}
+    for judge in "abc":
+        if not usable:
+            assert accuracy[judge]["overlap_chars"] is None
+            continue
+        assert accuracy[judge]["overlap_chars"] == sum(
+            len(flagged[i, judge] & gold_chars[i]) for i in usable
+        )
+        assert accuracy[judge]["pred_chars"] == sum(len(flagged[i, judge]) for i in usable)
+        assert accuracy[judge]["gold_chars"] == sum(len(gold_chars[i]) for i in usable)
+
+
+# The command /tmp/h/readme_h3.md proposes for the README, run as written there.
+README_INTERVALS_SQL = (
+    "SELECT judge_id, count(*) AS intervals, sum(char_end - char_start) AS chars "
+    "FROM judgment_intervals WHERE run_id = (SELECT max(run_id) FROM runs) "
+    "GROUP BY judge_id ORDER BY judge_id"
+)
+
+
+def test_readme_intervals_query(offline_store: Store) -> None:
+    from typer.testing import CliRunner
+
+    from juryflow.cli import app
+
+    result = CliRunner().invoke(
+        app, ["sql", README_INTERVALS_SQL, "--db", str(offline_store.path), "--format", "csv"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0] == "judge_id,intervals,chars"
+    flagged = {
+        r["judge_id"]: r["n"]
+        for r in rows(
+            offline_store,
+            "SELECT judge_id, count(*) AS n FROM judgment_chars GROUP BY judge_id",
+        )
+    }
+    got = {line.split(",")[0]: int(line.split(",")[2]) for line in lines[1:]}
+    assert got == flagged and got
+
+
+def test_views_from_before_intervals_are_replaced(tmp_path: Path) -> None:
+    """A store with the character-expanding views gets the interval ones on first analysis."""
+    store = build_store(tmp_path / "s.duckdb", ["A", "B", "C"], HAND, HAND_GOLD)
+    with store.write() as con:
+        con.execute("DROP VIEW judgment_chars")
+        con.execute("DROP VIEW judgment_intervals")
+    sa.ensure_views(store)
+    assert rows(store, "SELECT count(*) AS n FROM judgment_intervals") == [{"n": 3}]
