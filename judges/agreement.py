@@ -45,6 +45,7 @@ __all__ = [
     "judge_bias",
     "krippendorff_alpha",
     "merge_spans",
+    "micro_span_counts",
     "micro_span_f1",
     "pairwise_cohen_kappa",
     "pairwise_span_f1",
@@ -375,7 +376,7 @@ def percent_agreement(verdicts: npt.ArrayLike) -> float:
 # ----------------------------------------------------------------------------------- spans
 
 
-def merge_spans(spans: SpanList) -> IntArray:
+def merge_spans(spans: SpanList | IntArray) -> IntArray:
     """Half-open character spans ``[start, end)`` merged into sorted, disjoint ``(k, 2)``.
 
     Merging first is what makes a character count once however many overlapping spans
@@ -428,6 +429,55 @@ def _safe_ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
 
+def _on_one_line(spans_per_item: Sequence[SpanList | None], stride: int) -> IntArray:
+    """Every item's spans as one ``(k, 2)`` array on a single line where item ``i`` owns
+    ``[i * stride, (i + 1) * stride)``: spans of different items can then never touch, and
+    one merge (one sort) serves every item at once instead of a numpy call per item."""
+    flat = [
+        (i * stride + start, i * stride + end, start, end)
+        for i, spans in enumerate(spans_per_item)
+        if spans
+        for start, end in spans
+    ]
+    if not flat:
+        return np.zeros((0, 2), dtype=np.int64)
+    a = np.asarray(flat, dtype=np.int64)
+    if (a[:, 2] < 0).any() or (a[:, 3] < a[:, 2]).any():
+        bad = next(s for s in spans_per_item if s and any(x < 0 or y < x for x, y in s))
+        raise ValueError(f"spans must be (start, end) with 0 <= start <= end: {bad!r}")
+    return merge_spans(a[:, :2])
+
+
+def _stride(*span_sets: Sequence[SpanList | None]) -> int:
+    ends = [end for spans_per_item in span_sets for s in spans_per_item if s for _, end in s]
+    return max(ends, default=0) + 1
+
+
+def _union_chars(a: IntArray, b: IntArray) -> int:
+    return _chars(merge_spans(np.concatenate([a, b]))) if a.size and b.size else 0
+
+
+def micro_span_counts(
+    pred_per_item: Sequence[SpanList], ref_per_item: Sequence[SpanList]
+) -> tuple[int, int, int]:
+    """``(overlap, pred_chars, ref_chars)`` summed over items: :func:`span_f1` of every
+    item added up, computed in one pass (overlap = |A| + |B| - |A u B| on disjoint sets).
+
+    >>> micro_span_counts([[(0, 5), (3, 8)], []], [[(6, 12)], [(0, 4)]])
+    (2, 8, 10)
+    """
+    if len(pred_per_item) != len(ref_per_item):
+        raise ValueError(
+            f"{len(pred_per_item)} predicted span lists for {len(ref_per_item)} reference "
+            "ones; need one of each per item"
+        )
+    stride = _stride(pred_per_item, ref_per_item)
+    pred, ref = _on_one_line(pred_per_item, stride), _on_one_line(ref_per_item, stride)
+    pred_chars, ref_chars = _chars(pred), _chars(ref)
+    overlap = pred_chars + ref_chars - _union_chars(pred, ref) if pred.size and ref.size else 0
+    return overlap, pred_chars, ref_chars
+
+
 def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, float, float]:
     """Micro-averaged character ``(precision, recall, f1)`` over ``(pred, ref)`` span pairs.
 
@@ -437,10 +487,8 @@ def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, fl
     >>> micro_span_f1([([(0, 5)], [(0, 10)]), ([(0, 5)], [])])
     (0.5, 0.5, 0.5)
     """
-    overlap = pred = ref = 0
-    for pred_spans, ref_spans in pairs:
-        o, p, r = span_f1(pred_spans, ref_spans)
-        overlap, pred, ref = overlap + o, pred + p, ref + r
+    listed = list(pairs)
+    overlap, pred, ref = micro_span_counts([p for p, _ in listed], [r for _, r in listed])
     return (
         _safe_ratio(overlap, pred),
         _safe_ratio(overlap, ref),
@@ -464,17 +512,20 @@ def pairwise_span_f1(spans_by_judge: Sequence[Sequence[SpanList | None]]) -> Flo
     n_items = {len(items) for items in spans_by_judge}
     if len(n_items) > 1:
         raise ValueError(f"every judge needs one entry per item, got lengths {sorted(n_items)}")
-    merged = [[None if s is None else merge_spans(s) for s in items] for items in spans_by_judge]
+    stride = _stride(*spans_by_judge)
+    # Each judge's spans are merged once, on one line for all items; a pair then keeps the
+    # intervals of the items both judges answered.
+    merged = [_on_one_line(items, stride) for items in spans_by_judge]
+    answered = [np.array([s is not None for s in items], dtype=bool) for items in spans_by_judge]
     out = np.full((n_judges, n_judges), np.nan)
     for i in range(n_judges):
         for j in range(i, n_judges):
-            overlap = chars = 0
-            for a, b in zip(merged[i], merged[j], strict=True):
-                if a is None or b is None:
-                    continue
-                overlap += _overlap(a, b)
-                chars += _chars(a) + _chars(b)
+            both = answered[i] & answered[j]
+            a = merged[i][both[merged[i][:, 0] // stride]]
+            b = merged[j][both[merged[j][:, 0] // stride]]
+            chars = _chars(a) + _chars(b)
             if chars:
+                overlap = chars - _union_chars(a, b) if a.size and b.size else 0
                 out[i, j] = out[j, i] = 2.0 * overlap / chars
     return out
 

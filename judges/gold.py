@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from juryflow.judges.agreement import SpanList, span_f1
+from juryflow.judges.agreement import SpanList, micro_span_counts
 
 __all__ = ["PRF", "response_prf", "span_prf"]
 
@@ -98,8 +98,5 @@ def span_prf(
             f"{len(pred_spans_per_item)} predicted span lists for "
             f"{len(gold_spans_per_item)} gold ones; need one of each per item"
         )
-    overlap = pred = gold = 0
-    for p_spans, g_spans in zip(pred_spans_per_item, gold_spans_per_item, strict=True):
-        o, p, g = span_f1(p_spans, g_spans)
-        overlap, pred, gold = overlap + o, pred + p, gold + g
+    overlap, pred, gold = micro_span_counts(pred_spans_per_item, gold_spans_per_item)
     return PRF.from_counts(tp=overlap, fp=pred - overlap, fn=gold - overlap)
