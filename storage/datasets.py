@@ -11,6 +11,7 @@ column, an oversized value, gold labels that do not fit the judged text) becomes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -152,8 +153,22 @@ def resolve_columns(
 
 
 def dataset_columns(path: Path) -> list[str]:
-    """The dataset's column names; raises DatasetError when the file cannot be read."""
-    return columns_of(path)
+    """The dataset's column names; raises DatasetError when the file cannot be read.
+
+    A JSONL file's columns are the keys of every row, so finding them reads the whole file;
+    the preflight and the flow both ask, so the answer is kept for as long as the file's
+    size and modification time stay the same.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return columns_of(path)  # it raises the DatasetError that names the problem
+    return list(_columns_of_version(path.resolve(), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _columns_of_version(path: Path, size: int, mtime_ns: int) -> tuple[str, ...]:
+    return tuple(columns_of(path))
 
 
 def iter_rows(
