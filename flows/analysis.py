@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -361,8 +362,31 @@ def _mean(stats: Sequence[Stat], why: str) -> Stat:
     return Stat(value=float(np.mean(values)), n=len(values))
 
 
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """The run's span sets, each placed once on one line (:class:`ag.SpanLine`)."""
+
+    judges: list[ag.SpanLine]
+    consensus: ag.SpanLine
+    gold: ag.SpanLine
+
+    @classmethod
+    def of(cls, data: sa.RunData) -> _Lines:
+        stride = ag.span_stride(*data.spans, data.consensus_spans, data.gold_spans)
+        return cls(
+            [ag.SpanLine.of(spans, stride) for spans in data.spans],
+            ag.SpanLine.of(data.consensus_spans, stride),
+            ag.SpanLine.of(data.gold_spans, stride),
+        )
+
+
 def _group(
-    data: sa.RunData, name: str, prompt: str | None, rows: list[int], gold: bool
+    data: sa.RunData,
+    lines: _Lines,
+    name: str,
+    prompt: str | None,
+    rows: list[int],
+    gold: bool,
 ) -> GroupAgreement:
     judges = [data.judge_ids[j] for j in rows]
     scores = data.scores[rows]
@@ -371,7 +395,11 @@ def _group(
     n_active = int(active.sum())
     spans = [data.spans[j] for j in rows]
     kappa = ag.pairwise_cohen_kappa(verdicts) if rows else np.zeros((0, 0))
-    span_f1 = ag.pairwise_span_f1(spans) if rows else np.zeros((0, 0))
+    span_f1 = (
+        ag.pairwise_span_f1(spans, lines=[lines.judges[j] for j in rows])
+        if rows
+        else np.zeros((0, 0))
+    )
     present = ~np.isnan(scores)
 
     pairs: list[PairAgreement] = []
@@ -465,7 +493,7 @@ def _group(
     )
 
 
-def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
+def _judge_summary(data: sa.RunData, lines: _Lines, j: int) -> JudgeSummary:
     judge_id = data.judge_ids[j]
     s = data.scores[j]
     scored = ~np.isnan(s)
@@ -492,7 +520,9 @@ def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
         for a, b in zip(data.spans[j], data.consensus_spans, strict=True)
     )
     if span_items:
-        f1 = ag.pairwise_span_f1([data.spans[j], data.consensus_spans])[0, 1]
+        f1 = ag.pairwise_span_f1(
+            [data.spans[j], data.consensus_spans], lines=[lines.judges[j], lines.consensus]
+        )[0, 1]
         span = _stat(float(f1), span_items, "neither flagged a character")
     elif data.output_kinds[judge_id] != "spans":
         span = _na("score-only judge")
@@ -514,9 +544,10 @@ def _judge_summary(data: sa.RunData, j: int) -> JudgeSummary:
 
 def _accuracy(
     data: sa.RunData,
+    lines: _Lines,
     name: str,
     verdict: np.ndarray,
-    spans: Sequence[sa.Spans | None],
+    spans: ag.SpanLine,
     span_predictor: bool,
 ) -> Accuracy:
     gold = data.gold_hallucinated
@@ -531,15 +562,10 @@ def _accuracy(
         both = labelled & answered
         if both.any():
             response_answered = Scores.of(gd.response_prf(said[both], truth[both]))
-    span_all: list[tuple[sa.Spans, sa.Spans]] = []
-    span_answered: list[tuple[sa.Spans, sa.Spans]] = []
-    if span_predictor:
-        for p, g in zip(spans, data.gold_spans, strict=True):
-            if g is None:
-                continue
-            span_all.append((p or [], g))
-            if p is not None:
-                span_answered.append((p, g))
+    # Over the items with span labels; where the predictor gave no answer it flagged nothing
+    # (its line has no intervals there). "answered": those where it gave one.
+    with_labels = lines.gold.answered
+    with_answer = with_labels & spans.answered if span_predictor else with_labels[:0]
     return Accuracy(
         predictor=name,
         n_items=n_items,
@@ -547,17 +573,18 @@ def _accuracy(
         coverage=n_answered / n_items if n_items else None,
         response=response,
         response_answered=response_answered,
-        n_span_items=len(span_all),
-        n_span_answered=len(span_answered),
-        spans=_span_scores(span_all),
-        spans_answered=_span_scores(span_answered),
+        n_span_items=int(with_labels.sum()) if span_predictor else 0,
+        n_span_answered=int(with_answer.sum()),
+        spans=_span_scores(lines, spans, with_labels) if span_predictor else None,
+        spans_answered=_span_scores(lines, spans, with_answer) if span_predictor else None,
     )
 
 
-def _span_scores(pairs: list[tuple[sa.Spans, sa.Spans]]) -> Scores | None:
-    if not pairs:
+def _span_scores(lines: _Lines, spans: ag.SpanLine, items: np.ndarray) -> Scores | None:
+    if not items.any():
         return None
-    return Scores.of(gd.span_prf([p for p, _ in pairs], [g for _, g in pairs]))
+    overlap, pred, gold = ag.line_counts(spans.on(items), lines.gold.on(items))
+    return Scores.of(gd.PRF.from_counts(tp=overlap, fp=pred - overlap, fn=gold - overlap))
 
 
 def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport:
@@ -578,28 +605,34 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
     elif not data.has_gold_spans:
         notes.append("no human span labels in this run: span accuracy omitted")
 
+    lines = _Lines.of(data)
     everyone = list(range(n_judges))
-    groups = [_group(data, "all judges", None, everyone, gold)]
+    groups = [_group(data, lines, "all judges", None, everyone, gold)]
     by_prompt: dict[str, list[int]] = {}
     for j, judge_id in enumerate(data.judge_ids):
         by_prompt.setdefault(data.prompts[judge_id] or NO_PROMPT, []).append(j)
     if len(by_prompt) > 1:
         for prompt, rows in by_prompt.items():
             label = "no prompt (offline detectors)" if prompt == NO_PROMPT else f"prompt {prompt}"
-            groups.append(_group(data, label, None if prompt == NO_PROMPT else prompt, rows, gold))
+            groups.append(
+                _group(data, lines, label, None if prompt == NO_PROMPT else prompt, rows, gold)
+            )
 
     accuracy: list[Accuracy] = []
     if gold:
         for j, judge_id in enumerate(data.judge_ids):
             span_judge = data.output_kinds[judge_id] == "spans"
-            accuracy.append(_accuracy(data, judge_id, data.verdicts[j], data.spans[j], span_judge))
+            accuracy.append(
+                _accuracy(data, lines, judge_id, data.verdicts[j], lines.judges[j], span_judge)
+            )
         accuracy.append(
             _accuracy(
                 data,
+                lines,
                 "consensus",
                 data.consensus_verdict,
-                data.consensus_spans,
-                any(s is not None for s in data.consensus_spans),
+                lines.consensus,
+                bool(lines.consensus.answered.any()),
             )
         )
 
@@ -615,7 +648,7 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
         n_items=len(data.item_ids),
         judges=data.judge_ids,
         groups=groups,
-        judge_summaries=[_judge_summary(data, j) for j in range(n_judges)],
+        judge_summaries=[_judge_summary(data, lines, j) for j in range(n_judges)],
         has_gold=gold,
         accuracy=accuracy,
         notes=notes,

@@ -33,6 +33,7 @@ SpanList = Sequence[tuple[int, int]]
 __all__ = [
     "ErrorCorrelation",
     "Level",
+    "SpanLine",
     "SpanList",
     "alpha_from_coincidences",
     "cohen_kappa",
@@ -44,6 +45,7 @@ __all__ = [
     "fleiss_kappa",
     "judge_bias",
     "krippendorff_alpha",
+    "line_counts",
     "merge_spans",
     "micro_span_counts",
     "micro_span_f1",
@@ -51,6 +53,7 @@ __all__ = [
     "pairwise_span_f1",
     "percent_agreement",
     "span_f1",
+    "span_stride",
     "verdict_table",
     "verdicts_from_scores",
 ]
@@ -448,13 +451,43 @@ def _on_one_line(spans_per_item: Sequence[SpanList | None], stride: int) -> IntA
     return merge_spans(a[:, :2])
 
 
-def _stride(*span_sets: Sequence[SpanList | None]) -> int:
+def span_stride(*span_sets: Sequence[SpanList | None]) -> int:
+    """A line length per item longer than any span end, for :class:`SpanLine`."""
     ends = [end for spans_per_item in span_sets for s in spans_per_item if s for _, end in s]
     return max(ends, default=0) + 1
 
 
 def _union_chars(a: IntArray, b: IntArray) -> int:
     return _chars(merge_spans(np.concatenate([a, b]))) if a.size and b.size else 0
+
+
+@dataclass(frozen=True, slots=True)
+class SpanLine:
+    """One span set for every item (a judge's answers, the consensus, the human labels),
+    merged once and placed on one line where item ``i`` owns ``[i * stride, (i + 1) *
+    stride)``. A report takes many figures from the same sets; each is then a mask and a
+    merge, not a pass over Python lists."""
+
+    intervals: IntArray
+    answered: npt.NDArray[np.bool_]
+    """Per item: a span list was given (possibly empty), as opposed to None."""
+    stride: int
+
+    @classmethod
+    def of(cls, spans_per_item: Sequence[SpanList | None], stride: int) -> SpanLine:
+        answered = np.fromiter((s is not None for s in spans_per_item), dtype=bool)
+        return cls(_on_one_line(spans_per_item, stride), answered, stride)
+
+    def on(self, items: npt.NDArray[np.bool_]) -> IntArray:
+        """The intervals of the items marked in ``items`` only."""
+        return self.intervals[items[self.intervals[:, 0] // self.stride]]
+
+
+def line_counts(a: IntArray, b: IntArray) -> tuple[int, int, int]:
+    """``(overlap, chars_a, chars_b)`` of two merged sets on the same line."""
+    chars_a, chars_b = _chars(a), _chars(b)
+    overlap = chars_a + chars_b - _union_chars(a, b) if a.size and b.size else 0
+    return overlap, chars_a, chars_b
 
 
 def micro_span_counts(
@@ -471,11 +504,8 @@ def micro_span_counts(
             f"{len(pred_per_item)} predicted span lists for {len(ref_per_item)} reference "
             "ones; need one of each per item"
         )
-    stride = _stride(pred_per_item, ref_per_item)
-    pred, ref = _on_one_line(pred_per_item, stride), _on_one_line(ref_per_item, stride)
-    pred_chars, ref_chars = _chars(pred), _chars(ref)
-    overlap = pred_chars + ref_chars - _union_chars(pred, ref) if pred.size and ref.size else 0
-    return overlap, pred_chars, ref_chars
+    stride = span_stride(pred_per_item, ref_per_item)
+    return line_counts(_on_one_line(pred_per_item, stride), _on_one_line(ref_per_item, stride))
 
 
 def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, float, float]:
@@ -496,7 +526,11 @@ def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, fl
     )
 
 
-def pairwise_span_f1(spans_by_judge: Sequence[Sequence[SpanList | None]]) -> FloatArray:
+def pairwise_span_f1(
+    spans_by_judge: Sequence[Sequence[SpanList | None]],
+    *,
+    lines: Sequence[SpanLine] | None = None,
+) -> FloatArray:
     """Micro character F1 between every pair of judges, ``(n_judges, n_judges)``.
 
     ``spans_by_judge[j][i]`` is judge j's span list for item i, or ``None`` when the judge
@@ -512,21 +546,18 @@ def pairwise_span_f1(spans_by_judge: Sequence[Sequence[SpanList | None]]) -> Flo
     n_items = {len(items) for items in spans_by_judge}
     if len(n_items) > 1:
         raise ValueError(f"every judge needs one entry per item, got lengths {sorted(n_items)}")
-    stride = _stride(*spans_by_judge)
-    # Each judge's spans are merged once, on one line for all items; a pair then keeps the
-    # intervals of the items both judges answered.
-    merged = [_on_one_line(items, stride) for items in spans_by_judge]
-    answered = [np.array([s is not None for s in items], dtype=bool) for items in spans_by_judge]
+    if lines is None:
+        # Each judge's spans are merged once, on one line for all items; a pair then keeps
+        # the intervals of the items both judges answered.
+        stride = span_stride(*spans_by_judge)
+        lines = [SpanLine.of(items, stride) for items in spans_by_judge]
     out = np.full((n_judges, n_judges), np.nan)
     for i in range(n_judges):
         for j in range(i, n_judges):
-            both = answered[i] & answered[j]
-            a = merged[i][both[merged[i][:, 0] // stride]]
-            b = merged[j][both[merged[j][:, 0] // stride]]
-            chars = _chars(a) + _chars(b)
-            if chars:
-                overlap = chars - _union_chars(a, b) if a.size and b.size else 0
-                out[i, j] = out[j, i] = 2.0 * overlap / chars
+            both = lines[i].answered & lines[j].answered
+            overlap, chars_a, chars_b = line_counts(lines[i].on(both), lines[j].on(both))
+            if chars_a + chars_b:
+                out[i, j] = out[j, i] = 2.0 * overlap / (chars_a + chars_b)
     return out
 
 
