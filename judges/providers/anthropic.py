@@ -12,20 +12,15 @@ from juryflow.judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    SDKClient,
     SharedSDKs,
-    client_secrets,
     dropped_connection,
     error_from_status,
-    http_client,
     http_library,
     output_schema,
-    size_pool,
-    transport_of,
 )
 from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
-
-_SDKS: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()
 
 
 @functools.cache
@@ -43,55 +38,22 @@ def _tool_parameters(kind: OutputKind) -> dict[str, Any]:
     }
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for the Messages API."""
 
     provider = "anthropic"
+    sdk_module = anthropic
+    shared: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()
 
-    def __init__(
-        self,
-        api_key: str,
-        *,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._headers = dict(headers or {})
-        self._secrets = client_secrets(api_key, base_url, self._headers)
-        # Judges with the same key, server and headers share one client (and pool) per loop;
-        # the timeout is not part of it: every call sends its own.
-        self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
-
-    def __repr__(self) -> str:  # never show the key
-        return f"AnthropicClient(base_url={self._base_url!r})"
-
-    def _make(self, connections: int) -> anthropic.AsyncAnthropic:
-        client = http_client(anthropic, connections, self._base_url)
+    def _new_sdk(self, http: Any) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._timeout,
             max_retries=0,
             default_headers=self._headers or None,
-            http_client=client,
+            http_client=http,
         )
-
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        return _SDKS.get(self.endpoint, self._make)
-
-    def size_pool(self, limiter_key: str, connections: int) -> None:
-        size_pool(self.endpoint, limiter_key, connections)
-
-    def transport(self) -> str | None:
-        """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
-        sdk = _SDKS.current(self.endpoint)
-        return transport_of(sdk) if sdk is not None else None
-
-    async def aclose(self) -> None:
-        await _SDKS.aclose(self.endpoint)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body: dict[str, Any] = {

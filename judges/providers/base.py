@@ -358,6 +358,59 @@ def transport_of(sdk: Any) -> str:
     return "aiohttp" if type(transport).__name__ == "AiohttpTransport" else "httpx"
 
 
+class SDKClient(Generic[SDK]):
+    """What the Anthropic and OpenAI clients share: their endpoint, the secrets they send,
+    and one SDK client per endpoint and event loop (:class:`SharedSDKs`) on the SDK's own
+    HTTP client (:func:`http_client`). A subclass names its SDK module, its registry of
+    shared clients and how to build the SDK client."""
+
+    provider: str
+    sdk_module: ModuleType
+    shared: SharedSDKs[SDK]
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._api_key = api_key
+        self._base_url = base_url
+        self._timeout = timeout
+        self._headers = dict(headers or {})
+        self._secrets = client_secrets(api_key, base_url, self._headers)
+        # Judges with the same key, server and headers share one client (and pool) per loop;
+        # the timeout is not part of it: every call sends its own.
+        self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}(base_url={self._base_url!r})"
+
+    def _new_sdk(self, http: Any) -> SDK:
+        raise NotImplementedError
+
+    def _sdk(self) -> SDK:
+        return self.shared.get(
+            self.endpoint,
+            lambda connections: self._new_sdk(
+                http_client(self.sdk_module, connections, self._base_url)
+            ),
+        )
+
+    def size_pool(self, limiter_key: str, connections: int) -> None:
+        size_pool(self.endpoint, limiter_key, connections)
+
+    def transport(self) -> str | None:
+        """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
+        sdk = self.shared.current(self.endpoint)
+        return transport_of(sdk) if sdk is not None else None
+
+    async def aclose(self) -> None:
+        await self.shared.aclose(self.endpoint)
+
+
 def dropped_connection(error: BaseException) -> bool:
     """Whether an SDK "timeout" was really the server closing the connection.
 

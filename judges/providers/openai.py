@@ -18,15 +18,12 @@ from juryflow.judges.providers.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    SDKClient,
     SharedSDKs,
-    client_secrets,
     dropped_connection,
     error_from_status,
-    http_client,
     http_library,
     output_schema,
-    size_pool,
-    transport_of,
 )
 from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
@@ -35,7 +32,6 @@ _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
 
 
-_SDKS: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()
 
 
 @functools.cache
@@ -47,55 +43,22 @@ def _response_format(kind: OutputKind) -> dict[str, Any]:
     }
 
 
-class OpenAIClient:
+class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for Chat Completions."""
 
     provider = "openai"
+    sdk_module = openai
+    shared: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()
 
-    def __init__(
-        self,
-        api_key: str,
-        *,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._headers = dict(headers or {})
-        self._secrets = client_secrets(api_key, base_url, self._headers)
-        # Judges with the same key, server and headers share one client (and pool) per loop;
-        # the timeout is not part of it: every call sends its own.
-        self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
-
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAIClient(base_url={self._base_url!r})"
-
-    def _make(self, connections: int) -> openai.AsyncOpenAI:
-        client = http_client(openai, connections, self._base_url)
+    def _new_sdk(self, http: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._timeout,
             max_retries=0,
             default_headers=self._headers or None,
-            http_client=client,
+            http_client=http,
         )
-
-    def _sdk(self) -> openai.AsyncOpenAI:
-        return _SDKS.get(self.endpoint, self._make)
-
-    def size_pool(self, limiter_key: str, connections: int) -> None:
-        size_pool(self.endpoint, limiter_key, connections)
-
-    def transport(self) -> str | None:
-        """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
-        sdk = _SDKS.current(self.endpoint)
-        return transport_of(sdk) if sdk is not None else None
-
-    async def aclose(self) -> None:
-        await _SDKS.aclose(self.endpoint)
 
     def _parameters(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
