@@ -21,19 +21,11 @@ from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse
 from juryflow.judges.pricing import price_for
 from juryflow.judges.records import Item
 from juryflow.prompts.loader import PromptError, PromptTemplate
-from juryflow.run_setup import (
-    BUNDLED_DATASET,
-    RunPlan,
-    RunSetupError,
-    check_selection,
-    checked_quorum,
-)
+from juryflow.run_setup import RunPlan, check_selection, checked_inputs
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
     RowError,
-    dataset_columns,
     read_items,
-    resolve_columns,
     select_items,
 )
 from juryflow.storage.run_queries import cached_keys, typical_output_tokens
@@ -184,12 +176,10 @@ def estimate_run(
     """The calls, tokens and cost per judge of the run these options would start."""
     check_selection(limit, sample)
     panel_spec = load_panel(panel)
-    checked_quorum(quorum, panel_spec)
     if max_cost is not None:
         check_enforceable(panel_spec, max_cost, distributed=False)
-    dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
-    if not dataset_path.is_file():
-        raise RunSetupError(f"dataset {dataset_path} does not exist")
+    # The run's own checks (span texts included), so the dry run refuses what it would.
+    dataset_path = checked_inputs(panel_spec, dataset, mapping, quorum)
     store = Store(db)
     plan = RunPlan(
         run_id="",
@@ -206,7 +196,6 @@ def estimate_run(
         sample=sample,
         seed=seed,
     )
-    resolve_columns(dataset_columns(dataset_path), plan.needed_variables, plan.mapping)
     # Only read: a dry run never creates the store it would write to.
     existing = store if store.path.is_file() else None
     result = DryRun(

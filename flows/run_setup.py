@@ -156,21 +156,14 @@ def checked_quorum(quorum: int | None, panel: PanelSpec) -> int:
     return quorum
 
 
-def preflight(
-    dataset: str | None,
-    panel: str | None,
-    mapping: dict[str, str] | None,
-    quorum: int | None = None,
-    db: str | None = None,
-    calibration: str | None = None,
-) -> list[str]:
-    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
-    the store (created or brought to the latest schema) and the named calibration.
-    Returns warnings to show."""
+def checked_inputs(
+    panel_spec: PanelSpec, dataset: str | None, mapping: dict[str, str] | None, quorum: int | None
+) -> Path:
+    """What a run and a dry run both check before anything else, with no key and no store:
+    the quorum, the dataset, its columns against the prompts' variables (after ``--map``)
+    and the span judges' texts. Returns the dataset's path."""
     from juryflow.storage.datasets import dataset_columns, resolve_columns
 
-    panel_spec = load_panel(panel)
-    check_keys(panel_spec)
     checked_quorum(quorum, panel_spec)
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
@@ -189,6 +182,23 @@ def preflight(
     )
     columns = resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
     check_span_texts(panel_spec, columns.variables)
+    return dataset_path
+
+
+def preflight(
+    dataset: str | None,
+    panel: str | None,
+    mapping: dict[str, str] | None,
+    quorum: int | None = None,
+    db: str | None = None,
+    calibration: str | None = None,
+) -> list[str]:
+    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
+    the store (created or brought to the latest schema) and the named calibration.
+    Returns warnings to show."""
+    panel_spec = load_panel(panel)
+    check_keys(panel_spec)
+    checked_inputs(panel_spec, dataset, mapping, quorum)
     store = Store(db)
     store.migrate()
     consensus_rule_for(store, panel_spec, calibration)

@@ -405,4 +405,9 @@ def test_span_judges_must_flag_spans_in_one_text(
         preflight(str(subset), str(panel_file), {"article": "reference"}, db=str(db_path))
     assert "--map VAR=COLUMN" in str(raised.value) and "\n" not in str(raised.value)
     assert preflight(str(subset), str(panel_file), {"article": "response"}, db=str(db_path)) == []
+    # the dry run refuses what the run would
+    from juryflow.dry_run import estimate_run
+
+    with pytest.raises(RunSetupError, match="flag spans in different texts"):
+        estimate_run(str(subset), str(panel_file), {"article": "reference"}, db=str(db_path))
     assert stub.stats.requests() == 0
