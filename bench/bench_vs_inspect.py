@@ -331,8 +331,15 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--prefect", choices=("both", "server", "ephemeral"), default="both")
     parser.add_argument("--inspect-venv", type=Path, default=_common.REPO / ".venv-inspect")
+    parser.add_argument(
+        "--workers",
+        default="1,2",
+        help="juryflow's --workers, comma-separated: one running-server row per value",
+    )
+    parser.add_argument("--no-inspect", action="store_true", help="juryflow's rows only")
     args = parser.parse_args()
-    if not (args.inspect_venv / "bin" / "inspect").exists():
+    worker_counts = [int(n) for n in args.workers.split(",")]
+    if not args.no_inspect and not (args.inspect_venv / "bin" / "inspect").exists():
         venv = args.inspect_venv
         raise SystemExit(
             f"no Inspect AI in {venv}; create it: python3 -m venv {venv} && "
@@ -366,23 +373,27 @@ def main() -> None:
                 wait_healthy(api)
                 pid_file = tmp / "prefect-home" / "server.pid"
                 server_pid = int(pid_file.read_text()) if pid_file.exists() else None
-                command = [*juryflow, "--db", str(tmp / "server.duckdb"), "--no-cache"]
-                results.append(
-                    measure(
-                        "juryflow (running Prefect server)",
-                        command,
-                        {**env, "PREFECT_API_URL": api},
-                        _common.REPO,
-                        base,
-                        tmp / "juryflow-server.log",
-                        server_pid,
+                for workers in worker_counts:
+                    db = tmp / f"server-{workers}.duckdb"
+                    command = [*juryflow, "--db", str(db), "--no-cache", "--workers", str(workers)]
+                    results.append(
+                        measure(
+                            f"juryflow --workers {workers} (running Prefect server)",
+                            command,
+                            {**env, "PREFECT_API_URL": api},
+                            _common.REPO,
+                            base,
+                            tmp / f"juryflow-server-{workers}.log",
+                            server_pid,
+                        )
                     )
-                )
             if args.prefect in ("both", "ephemeral"):
-                command = [*juryflow, "--db", str(tmp / "ephemeral.duckdb"), "--no-cache"]
+                workers = worker_counts[-1]
+                db = tmp / "ephemeral.duckdb"
+                command = [*juryflow, "--db", str(db), "--no-cache", "--workers", str(workers)]
                 results.append(
                     measure(
-                        "juryflow (ephemeral Prefect)",
+                        f"juryflow --workers {workers} (ephemeral Prefect)",
                         command,
                         env,
                         _common.REPO,
@@ -390,33 +401,34 @@ def main() -> None:
                         tmp / "juryflow-ephemeral.log",
                     )
                 )
-            inspect_env = {
-                **env,
-                "ANTHROPIC_API_KEY": _common.FAKE_KEY,
-                "OPENAI_API_KEY": _common.FAKE_KEY,
-                "ANTHROPIC_BASE_URL": base,
-                "OPENAI_BASE_URL": base + "/v1",
-            }
-            inspect_command = [
-                str(args.inspect_venv / "bin" / "python"),
-                str(INSPECT_TASK),
-                str(prompts),
-                "--log-dir",
-                str(tmp / "inspect-logs"),
-                "--max-connections",
-                str(args.concurrency),
-            ]
-            # From the temp dir, so no project .env file changes Inspect's settings.
-            results.append(
-                measure(
-                    f"Inspect AI {inspect_version(args.inspect_venv)}",
-                    inspect_command,
-                    inspect_env,
-                    tmp,
-                    base,
-                    tmp / "inspect.log",
+            if not args.no_inspect:
+                inspect_env = {
+                    **env,
+                    "ANTHROPIC_API_KEY": _common.FAKE_KEY,
+                    "OPENAI_API_KEY": _common.FAKE_KEY,
+                    "ANTHROPIC_BASE_URL": base,
+                    "OPENAI_BASE_URL": base + "/v1",
+                }
+                inspect_command = [
+                    str(args.inspect_venv / "bin" / "python"),
+                    str(INSPECT_TASK),
+                    str(prompts),
+                    "--log-dir",
+                    str(tmp / "inspect-logs"),
+                    "--max-connections",
+                    str(args.concurrency),
+                ]
+                # From the temp dir, so no project .env file changes Inspect's settings.
+                results.append(
+                    measure(
+                        f"Inspect AI {inspect_version(args.inspect_venv)}",
+                        inspect_command,
+                        inspect_env,
+                        tmp,
+                        base,
+                        tmp / "inspect.log",
+                    )
                 )
-            )
         finally:
             if server_started:
                 subprocess.run(
@@ -473,6 +485,13 @@ def report(results: list[Measure], args: argparse.Namespace) -> None:
         )
         if m.calls != expected:
             print(f"note: {m.label} made {m.calls} requests for {expected} calls ({m.answered})")
+    if args.no_inspect:
+        for m in results:
+            print(
+                f"- {m.label}: judging phase {m.ideal_fraction(ideal):.1%} of ideal, CPU "
+                f"{m.cpu_ms_per_call:.2f} ms/call, first call {m.first_call:.2f} s"
+            )
+        return
     inspect = results[-1]
     print("\nratios, juryflow / Inspect AI (throughput: higher is better; the rest: lower):")
     for m in results[:-1]:

@@ -224,6 +224,7 @@ def run(
     use_cache: bool = True,
     chunk_size: int = 200,
     max_cost: float | None = None,
+    workers: int | None = None,
     progress: bool = True,
 ) -> Run:
     """Judge every item of ``dataset`` with every judge of ``panel`` and store it all: the
@@ -233,7 +234,8 @@ def run(
     ``mapping`` maps prompt variables to columns (``--map``). ``max_cost`` (US dollars)
     stops issuing calls once spent: :class:`~juryflow.interrupts.RunInterrupted` is raised
     and the run resumes with ``juryflow run --resume RUN``. ``progress=False`` keeps the
-    progress bar and lines off stderr.
+    progress bar and lines off stderr. ``workers`` is ``--workers``: the processes making
+    the model calls.
     """
     _start_prefect()
     from rich.console import Console
@@ -243,11 +245,13 @@ def run(
     from juryflow.runner import run_evaluation
     from juryflow.storage.datasets import DEFAULT_MAX_CHARS
     from juryflow.storage.store import Store
+    from juryflow.workers import check_workers
 
     store = str(Store(db).path)
     source = None if dataset is None else str(dataset)
     panel_file = None if panel is None else str(panel)
     check_selection(limit, sample)
+    check_workers(workers, distributed=False, max_cost=max_cost)
     if max_cost is not None:
         check_budget(panel_file, store, None, max_cost, distributed=False)
     preflight(source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration)
@@ -267,6 +271,7 @@ def run(
         sample=sample,
         seed=seed,
         max_cost=max_cost,
+        workers=workers,
     )
     console = Console(stderr=True, quiet=not progress)
     # Off a terminal the run prints plain progress lines to stderr; progress=False drops them.

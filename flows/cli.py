@@ -97,6 +97,15 @@ def run(
         str | None,
         typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Processes making the model calls (default: one per 256 concurrent calls of "
+            "the panel, at most one per core).",
+        ),
+    ] = None,
     calibration: Annotated[
         str | None,
         typer.Option(help="Combine the judges by this stored calibration (juryflow calibrate)."),
@@ -139,6 +148,9 @@ def run(
 
     quiet_prefect_logging(verbose)
     try:
+        from juryflow.workers import check_workers
+
+        check_workers(workers, distributed=dask is not None, max_cost=max_cost)
         mapping = parse_mapping(map_ or [])
         if dry_run:
             _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
@@ -194,6 +206,7 @@ def run(
                 sample=sample,
                 seed=seed,
                 max_cost=max_cost,
+                workers=workers,
             ),
             dask=dask,
         )

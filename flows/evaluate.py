@@ -44,6 +44,7 @@ from juryflow.storage.datasets import (
 )
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
+from juryflow.workers import WorkerPool, default_workers
 
 T = TypeVar("T")
 
@@ -93,9 +94,17 @@ async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
 class ChunkRunner:
     """Judges chunks of one run; only this object, in the flow process, writes to the store."""
 
-    def __init__(self, plan: RunPlan, distributed: bool, budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        plan: RunPlan,
+        distributed: bool,
+        budget: Budget | None = None,
+        pool: WorkerPool | None = None,
+    ) -> None:
         self.plan = plan
         self.distributed = distributed
+        self.pool = pool
+        """Worker processes that judge the chunks (``--workers N``); None: this process."""
         self.budget = budget
         """This invocation's spending limit (``--max-cost``), None for none."""
         self.journal = Journal(journal_path(plan.store.path, plan.run_id))
@@ -154,13 +163,23 @@ class ChunkRunner:
             if key in found
         ]
 
-    async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
+    async def _todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
+        """This judge's answers found in the cache, and the items it must still be asked."""
         todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
         if len(todo) < len(items):  # judged before a --resume: done, and not paid again now
             progress.emit(progress.Judged(len(items) - len(todo), earlier=True))
         cached = await self._cached(spec, todo)
         hit = {j.item_id for j in cached}
-        todo = [i for i in todo if i.item_id not in hit]
+        return cached, [i for i in todo if i.item_id not in hit]
+
+    def _note_stopped(self, spec: JudgeSpec, chunk: JudgedChunk) -> None:
+        if chunk.stopped is not None and spec.id not in self.stopped:
+            self.stopped[spec.id] = chunk.stopped
+            # info: the command line prints it once, at the end; the Prefect UI shows it now
+            get_run_logger().info(chunk.stopped.line())
+
+    async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
+        cached, todo = await self._todo(spec, items)
         fresh: list[Judgment] = []
         if todo:
             prices = self.plan.panel.prices
@@ -183,20 +202,37 @@ class ChunkRunner:
             else:
                 chunk = await judge_chunk(spec, prices, todo, index, journal, run_id)
             fresh = list(chunk.judgments)
-            if chunk.stopped is not None and spec.id not in self.stopped:
-                self.stopped[spec.id] = chunk.stopped
-                # info: the command line prints it once, at the end; the Prefect UI shows it now
-                get_run_logger().info(chunk.stopped.line())
-        new = cached + fresh
+            self._note_stopped(spec, chunk)
         # A local chunk task reported its judgments one by one as they completed.
         progress.judged(cached + fresh if self.distributed else cached)
-        return new
+        return cached + fresh
+
+    async def _judge_on_workers(self, pool: WorkerPool, items: list[Item]) -> list[list[Judgment]]:
+        """Every judge's answers for a chunk, from one request to the worker processes
+        (which report each judgment as it completes)."""
+        specs = self.plan.panel.judges
+        prepared = await asyncio.gather(*(self._todo(spec, items) for spec in specs))
+        work = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
+        chunks = await pool.judge(work) if work else {}
+        answers: list[list[Judgment]] = []
+        for spec, (cached, _) in zip(specs, prepared, strict=True):
+            progress.judged(cached)
+            chunk = chunks.get(spec.id)
+            if chunk is None:
+                answers.append(cached)
+                continue
+            self._note_stopped(spec, chunk)
+            answers.append(cached + list(chunk.judgments))
+        return answers
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
         self.in_flight[index] = items
-        results = await asyncio.gather(
-            *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
-        )
+        if self.pool is not None:
+            results = await self._judge_on_workers(self.pool, items)
+        else:
+            results = await asyncio.gather(
+                *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
+            )
         new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
         new += [judgment for judgments in results for judgment in judgments]
         by_item: dict[str, list[Judgment]] = {
@@ -233,8 +269,11 @@ class ChunkRunner:
         progress.report("items_done", len(items))
         return len(items)
 
-    async def close(self) -> None:
-        """No chunk writes after this returns (a write in progress finishes first)."""
+    async def close(self, cancel: bool = True) -> None:
+        """No chunk writes after this returns (a write in progress finishes first), and no
+        worker process judges any more (``cancel``: its chunks in flight are dropped)."""
+        if self.pool is not None:
+            await self.pool.close(cancel=cancel)
         async with self.write_lock:
             self.closed = True
         forget_run(self.plan.run_id)
@@ -449,11 +488,14 @@ async def evaluate(
     sample: int | None = None,
     seed: int = 0,
     max_cost: float | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
     the run then ends ``interrupted`` and ``--resume`` judges the rest.
+    ``workers``: processes that make the model calls (default: what the panel's
+    concurrency calls for, see ``workers.default_workers``; 1 with ``max_cost`` or Dask).
     """
     logger = get_run_logger()
     began = time.monotonic()
@@ -487,11 +529,41 @@ async def evaluate(
         progress.started(plan.run_id, str(plan.store.path), flow_run_id)
         budget = Budget(max_cost) if max_cost is not None else None
         set_budget(plan.run_id, budget)
-        runner = ChunkRunner(plan, distributed, budget)
+        pool = _worker_pool(plan, workers, distributed, max_cost, chunks_in_flight)
+        runner = ChunkRunner(plan, distributed, budget, pool)
         try:
+            if pool is not None:
+                pool.start()
             return await _judge_run(plan, runner, patience, flow_run_id, chunks_in_flight, began)
         finally:
             set_budget(plan.run_id, None)
+            if pool is not None:
+                await pool.close(cancel=True)  # a no-op when the run closed it
+
+
+def _worker_pool(
+    plan: RunPlan,
+    workers: int | None,
+    distributed: bool,
+    max_cost: float | None,
+    chunks_in_flight: int,
+) -> WorkerPool | None:
+    """The worker processes for this run, or None to judge in this process."""
+    if distributed or max_cost is not None:
+        count = 1  # Dask spreads the chunks itself; a budget is kept by one process
+    else:
+        count = workers if workers is not None else default_workers(plan.panel)
+    if count <= 1:
+        return None
+    return WorkerPool(
+        count,
+        list(plan.panel.judges),
+        plan.panel.prices,
+        str(journal_path(plan.store.path, plan.run_id)),
+        plan.run_id,
+        chunks_in_flight,
+        resume_hint(plan.run_id, str(plan.store.path)),
+    )
 
 
 async def _judge_run(
@@ -533,7 +605,7 @@ async def _judge_run(
             record(stopped)
             quiet_stopped_run()  # the command line's one line says it; Prefect's would repeat
             return cast("dict[str, Any]", Cancelled(message=stopped.message))
-        await runner.close()
+        await runner.close(cancel=False)
         await close_judges()
         plan.store.finish_run(plan.run_id, "completed")
     from juryflow.analysis import record_reliability  # the store holds what the report shows

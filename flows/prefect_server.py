@@ -38,11 +38,14 @@ WATCH_INTERVAL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 3.0
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask the kernel for SIGKILL when the parent dies, and watch it from a thread too."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def die_with_parent(parent: int, kernel_signal: bool = True) -> None:
+    """Watch the parent from a thread and leave when it is gone; with ``kernel_signal``,
+    also ask the kernel for SIGKILL then (it fires when the parent *thread* that started
+    this process ends, so only for a process started from a thread that lasts)."""
+    if kernel_signal:
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     # The parent may have died before prctl took effect: then we were re-parented already.
     if os.getppid() != parent:
         os._exit(1)
@@ -58,7 +61,7 @@ def _die_with_parent(parent: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``python -m juryflow.prefect_server PARENT_PID UVICORN_ARGS...``: uvicorn, tied to PARENT."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _die_with_parent(int(args[0]))
+    die_with_parent(int(args[0]))
     from uvicorn.main import main as uvicorn_main
 
     sys.argv = ["uvicorn", *args[1:]]

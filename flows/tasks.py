@@ -84,6 +84,18 @@ async def judge_chunk(
     journal: str | None = None,
     run_id: str | None = None,
 ) -> JudgedChunk:
+    return await judge_items(spec, prices, items, journal, run_id)
+
+
+async def judge_items(
+    spec: JudgeSpec,
+    prices: dict[str, Price],
+    items: list[Item],
+    journal: str | None = None,
+    run_id: str | None = None,
+) -> JudgedChunk:
+    """One judge over some items, concurrently under its limiters; every judgment is
+    journaled and reported as it completes."""
     judge = judge_for(spec, prices)
     log = Journal(Path(journal)) if journal else None
     # Shared by every chunk of the run in this process, so a judge whose key is rejected

@@ -1,0 +1,395 @@
+"""``--workers N``: judging on N processes when one event loop cannot keep up.
+
+Through the official SDKs a call costs ~2 ms of CPU, so one event loop saturates one core at
+about 500 calls/s. With N workers the flow starts N long-lived ``judge-worker`` tasks on
+Prefect's process-pool task runner, one per process. Each has its own event loop, SDK
+clients and a 1/N share of every judge's limits; it takes chunks from a queue as it has room
+for them, judges them, journals and reports every judgment as it completes, and sends each
+chunk's judgments back. The flow process stays the store's single writer. Prefect sees N
+task runs for the whole run: nothing per call or per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import itertools
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
+from prefect.task_runners import ProcessPoolTaskRunner
+
+from juryflow import progress
+from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.records import Item
+from juryflow.prefect_env import quiet_stopped_run
+from juryflow.tasks import JudgedChunk, close_judges, judge_items
+
+CALLS_PER_PROCESS = 256
+"""Concurrent calls one process is given by default: at ~2 ms of CPU per call a core serves
+~500 calls/s, which 256 calls of 0.5 s keep busy (slower models need fewer processes)."""
+
+PROGRESS_SECONDS = 0.25
+"""How often a worker reports the judgments it completed."""
+
+POLL_SECONDS = 0.2
+"""How often a worker looks for a stop request, or for its parent having gone."""
+
+
+def default_workers(panel: PanelSpec, cpus: int | None = None) -> int:
+    """Processes for a panel: one per CALLS_PER_PROCESS concurrent model calls, at most one
+    per core; offline judges run in the flow's own process."""
+    calls = sum(spec.max_concurrency for spec in panel.judges if spec.provider != "offline")
+    cores = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(cores, math.ceil(calls / CALLS_PER_PROCESS)))
+
+
+def check_workers(workers: int | None, *, distributed: bool, max_cost: float | None) -> None:
+    """Refuse ``--workers N`` with what it cannot go with (ValueError, naming the fix)."""
+    if workers is None or workers == 1:
+        return
+    if distributed:
+        raise ValueError("--workers and --dask both spread the calls over processes: keep one")
+    if max_cost is not None:
+        raise ValueError(
+            "--max-cost is kept by one process counting every call: drop --workers or --max-cost"
+        )
+
+
+def share(spec: JudgeSpec, worker: int, workers: int) -> JudgeSpec:
+    """Worker ``worker``'s part of a judge's limits: the N parts add up to the judge's own."""
+    base, extra = divmod(spec.max_concurrency, workers)
+    update: dict[str, Any] = {"max_concurrency": max(1, base + (1 if worker < extra else 0))}
+    if spec.requests_per_minute is not None:
+        update["requests_per_minute"] = spec.requests_per_minute / workers
+    if spec.tokens_per_minute is not None:
+        update["tokens_per_minute"] = spec.tokens_per_minute / workers
+    return spec.model_copy(update=update)
+
+
+@dataclass(frozen=True, slots=True)
+class Channels:
+    """The queues between the flow and its workers (made by the spawn context, and handed to
+    each process as it starts: multiprocessing queues cannot travel as task parameters)."""
+
+    work: Any
+    results: Any
+    stop: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    request_id: int
+    work: dict[str, list[Item]]
+    """Items to judge, by judge id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    request_id: int
+    chunks: dict[str, JudgedChunk] = field(default_factory=dict)
+    error: str | None = None
+
+
+_channels: list[Channels] = []
+"""This worker process's channels (a list: a task's function travels by value, with a copy
+of the module globals it names; a list named by it is a copy too, so it is read through
+``_worker_channels``, which travels by reference)."""
+
+
+def _worker_channels() -> Channels | None:
+    return _channels[0] if _channels else None
+
+
+def _start_worker_process(channels: Channels, parent: int) -> None:
+    """Runs once in each worker process, before any task."""
+    from juryflow.prefect_server import die_with_parent
+
+    _channels.append(channels)
+    # Killed with SIGKILL, the flow process cannot stop its workers: they leave by
+    # themselves, or their calls would go on being paid for with nobody reading the answers.
+    # (No kernel signal: the pool starts its processes from a thread that may end first.)
+    die_with_parent(parent, kernel_signal=False)
+    # Ctrl-C reaches the whole process group; the flow process decides what stops, and
+    # tells its workers through ``channels.stop``.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@task(name="judge-worker", task_run_name="worker-{index}", cache_policy=NO_CACHE)
+async def judge_worker(
+    index: int,
+    specs: list[JudgeSpec],
+    prices: dict[str, Price],
+    journal: str | None,
+    run_id: str | None,
+    chunks_at_once: int,
+) -> int:
+    """Judge chunks from the queue until told there are no more; returns the judgments made."""
+    channels = _worker_channels()
+    if channels is None:
+        raise RuntimeError("judge-worker runs only on the process pool its flow started")
+    by_id = {spec.id: spec for spec in specs}
+    made = 0
+    counted = _ProgressCounter()
+    progress.add_listener(counted.take)
+    slots = asyncio.Semaphore(chunks_at_once)
+    pending: set[asyncio.Task[None]] = set()
+
+    async def judge(request: Request) -> None:
+        nonlocal made
+        try:
+            names = list(request.work)
+            results = await asyncio.gather(
+                *(judge_items(by_id[n], prices, request.work[n], journal, run_id) for n in names)
+            )
+            made += sum(len(chunk.judgments) for chunk in results)
+            reply = Reply(request.request_id, dict(zip(names, results, strict=True)))
+        # Whatever a chunk raises, the flow must hear of it rather than wait for good.
+        except Exception as error:
+            reply = Reply(request.request_id, error=f"{type(error).__name__}: {error}")
+        finally:
+            slots.release()
+        _send_progress(channels, counted)
+        channels.results.put(reply)
+
+    watch = asyncio.create_task(_watch(channels, counted, pending))
+    try:
+        while True:
+            await slots.acquire()
+            request = await _next_request(channels)
+            if request is None:
+                slots.release()
+                break
+            job = asyncio.create_task(judge(request))
+            pending.add(job)
+            job.add_done_callback(pending.discard)
+        # A stop request cancels the chunks: they end here, and the worker with them.
+        await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        watch.cancel()
+        for job in pending:
+            job.cancel()
+        await asyncio.gather(*pending, watch, return_exceptions=True)
+        progress.remove_listener(counted.take)
+        _send_progress(channels, counted)
+        await close_judges()
+    return made
+
+
+async def _next_request(channels: Channels) -> Request | None:
+    """The next chunk, or None when there are no more (or the run is stopping)."""
+    while not channels.stop.is_set():
+        try:
+            # A short wait on a thread: a thread blocked for good would hold up the task's end.
+            message = await asyncio.to_thread(channels.work.get, True, POLL_SECONDS)
+        except queue.Empty:
+            continue
+        return message if isinstance(message, Request) else None
+    return None
+
+
+async def _watch(
+    channels: Channels, counted: _ProgressCounter, jobs: set[asyncio.Task[None]]
+) -> None:
+    """Report progress; stop the chunks at the flow's request."""
+    while True:
+        await asyncio.sleep(min(PROGRESS_SECONDS, POLL_SECONDS))
+        if channels.stop.is_set():
+            for job in jobs:
+                job.cancel()
+            return
+        _send_progress(channels, counted)
+
+
+def _send_progress(channels: Channels, counted: _ProgressCounter) -> None:
+    event = counted.flush()
+    if event is not None:
+        channels.results.put(event)
+
+
+class _ProgressCounter:
+    """Sums a worker's progress events between two reports to the flow."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sum = progress.Judged(0)
+
+    def take(self, event: progress.Event) -> None:
+        if isinstance(event, progress.Judged):
+            with self._lock:
+                s = self._sum
+                self._sum = progress.Judged(
+                    s.count + event.count,
+                    s.cost_usd + event.cost_usd,
+                    s.unscored + event.unscored,
+                    s.cached + event.cached,
+                )
+
+    def flush(self) -> progress.Judged | None:
+        with self._lock:
+            event, self._sum = self._sum, progress.Judged(0)
+        return event if event.count else None
+
+
+class WorkerPool:
+    """The flow's side: N worker processes, and a reader thread for what they send back."""
+
+    def __init__(
+        self,
+        workers: int,
+        specs: list[JudgeSpec],
+        prices: Mapping[str, Price],
+        journal: str | None,
+        run_id: str | None,
+        chunks_in_flight: int,
+        resume_hint: str,
+    ) -> None:
+        self.workers = workers
+        self._resume_hint = resume_hint
+        context = multiprocessing.get_context("spawn")
+        self.channels = Channels(context.Queue(), context.Queue(), context.Event())
+        self._runner = ProcessPoolTaskRunner(
+            max_workers=workers,
+            initializer=_start_worker_process,
+            initargs=(self.channels, os.getpid()),
+        )
+        self._specs = specs
+        self._prices = dict(prices)
+        self._journal = journal
+        self._run_id = run_id
+        self._chunks_at_once = math.ceil(chunks_in_flight / workers) + 1
+        self._ids = itertools.count()
+        self._waiting: dict[int, asyncio.Future[dict[str, JudgedChunk]]] = {}
+        self._futures: list[PrefectFuture[int]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reader: threading.Thread | None = None
+        self._closing = False
+        self._failure: str | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._runner.__enter__()
+        self._reader = threading.Thread(target=self._read, name="juryflow-workers", daemon=True)
+        self._reader.start()
+        for index in range(self.workers):
+            specs = [share(spec, index, self.workers) for spec in self._specs]
+            # An async task's future resolves to its result, not to a coroutine.
+            future = cast(
+                "PrefectFuture[int]",
+                self._runner.submit(
+                    judge_worker,
+                    {
+                        "index": index,
+                        "specs": specs,
+                        "prices": self._prices,
+                        "journal": self._journal,
+                        "run_id": self._run_id,
+                        "chunks_at_once": self._chunks_at_once,
+                    },
+                ),
+            )
+            future.add_done_callback(self._worker_ended)
+            self._futures.append(future)
+
+    async def judge(self, work: dict[str, list[Item]]) -> dict[str, JudgedChunk]:
+        """Judge these items (by judge id) on whichever worker has room first."""
+        if self._failure is not None:
+            raise RuntimeError(self._failure)
+        assert self._loop is not None, "start() the pool first"
+        request_id = next(self._ids)
+        waiting: asyncio.Future[dict[str, JudgedChunk]] = self._loop.create_future()
+        self._waiting[request_id] = waiting
+        self.channels.work.put(Request(request_id, work))
+        try:
+            return await waiting
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def close(self, cancel: bool) -> None:
+        """End the workers: after their chunks (``cancel`` False), or at once."""
+        if self._closing:
+            return
+        self._closing = True
+        if cancel:
+            self.channels.stop.set()
+        else:
+            for _ in range(self.workers):
+                self.channels.work.put(None)
+        await asyncio.to_thread(self._shut_down)
+
+    def _shut_down(self) -> None:
+        for future in self._futures:
+            # A worker killed under the run breaks the pool; every future then holds that
+            # error, which the run has reported already.
+            with contextlib.suppress(concurrent.futures.BrokenExecutor):
+                future.wait()
+        self._runner.__exit__(None, None, None)
+        self.channels.results.put(None)
+        if self._reader is not None:
+            self._reader.join()
+
+    def _read(self) -> None:
+        while True:
+            message = self.channels.results.get()
+            if message is None:
+                return
+            assert self._loop is not None
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                self._loop.call_soon_threadsafe(self._deliver, message)
+
+    def _deliver(self, message: Reply | progress.Judged) -> None:
+        if isinstance(message, progress.Judged):
+            progress.emit(message)
+            return
+        waiting = self._waiting.get(message.request_id)
+        if waiting is None or waiting.done():
+            return
+        if message.error is not None:
+            waiting.set_exception(RuntimeError(f"a judge worker failed: {message.error}"))
+        else:
+            waiting.set_result(message.chunks)
+
+    def _worker_ended(self, future: PrefectFuture[int]) -> None:
+        if self._closing or self._loop is None:
+            return
+        reason = _end_reason(future)
+        failure = (
+            f"a judge worker process ended before the run did ({reason}); what the run "
+            f"judged is kept, continue it with: {self._resume_hint}"
+        )
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._fail_waiting, failure)
+
+    def _fail_waiting(self, failure: str) -> None:
+        if self._failure is None:
+            # The command line says what happened in one line; Prefect's reports of the
+            # crashed worker and the failed flow would add tracebacks to it.
+            quiet_stopped_run()
+        self._failure = failure
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_exception(RuntimeError(failure))
+
+
+def _end_reason(future: PrefectFuture[int]) -> str:
+    """Why a worker's task ended, from its final state (the process pool's own future holds
+    it before Prefect's future does)."""
+    wrapped = getattr(future, "wrapped_future", None)
+    state: Any = None
+    if wrapped is not None and wrapped.done() and wrapped.exception() is None:
+        state = wrapped.result()
+    elif wrapped is not None and wrapped.done():
+        return f"{type(wrapped.exception()).__name__}: {wrapped.exception()}"
+    state = state if state is not None else future.state
+    return str(getattr(state, "message", None) or getattr(state, "name", "ended"))
