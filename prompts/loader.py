@@ -7,11 +7,14 @@ closing (or opening) tag of that name inside the value is neutralised.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -62,17 +65,7 @@ class PromptTemplate:
 
     def enclosing_tags(self) -> dict[str, str]:
         """Slots that sit between ``<tag>`` and ``</tag>`` lines, mapped to that tag."""
-        tags: dict[str, str] = {}
-        lines = self.text.splitlines()
-        for i, line in enumerate(lines):
-            match = _SLOT_LINE.match(line)
-            if not match or i == 0 or i + 1 >= len(lines):
-                continue
-            opening = re.fullmatch(r"\s*<([A-Za-z_][\w-]*)>\s*", lines[i - 1])
-            closing = re.fullmatch(r"\s*</([A-Za-z_][\w-]*)>\s*", lines[i + 1])
-            if opening and closing and opening.group(1) == closing.group(1):
-                tags[match.group(1)] = opening.group(1)
-        return tags
+        return dict(_enclosing_tags(self.text))
 
     def render(self, values: dict[str, str]) -> str:
         missing = [v for v in self.variables if v not in values]
@@ -81,7 +74,7 @@ class PromptTemplate:
                 f"prompt {self.ref} needs variable(s) {', '.join(missing)}; map them to "
                 "dataset columns with --map VAR=COLUMN"
             )
-        tags = self.enclosing_tags()
+        tags = _enclosing_tags(self.text)
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -92,6 +85,22 @@ class PromptTemplate:
             return value
 
         return _SLOT_LINE.sub(lambda m: substitute(m), self.text)
+
+
+@functools.lru_cache(maxsize=128)
+def _enclosing_tags(text: str) -> Mapping[str, str]:
+    """Per template text, once: every call renders through it (read-only: shared)."""
+    tags: dict[str, str] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        match = _SLOT_LINE.match(line)
+        if not match or i == 0 or i + 1 >= len(lines):
+            continue
+        opening = re.fullmatch(r"\s*<([A-Za-z_][\w-]*)>\s*", lines[i - 1])
+        closing = re.fullmatch(r"\s*</([A-Za-z_][\w-]*)>\s*", lines[i + 1])
+        if opening and closing and opening.group(1) == closing.group(1):
+            tags[match.group(1)] = opening.group(1)
+    return MappingProxyType(tags)
 
 
 def slots_of(text: str) -> tuple[str, ...]:

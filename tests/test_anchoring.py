@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from juryflow.judges.anchoring import anchor_spans
@@ -220,3 +220,19 @@ def test_ambiguous_iff_listed_fewer_times_than_it_occurs(
     else:
         assert [s.match for s in anchored] == ["exact"] + ["repeat"] * (occurs - 1)
         assert [s.match for s in spans[occurs:]] == ["unmatched"] * (listed - occurs)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab AB\t\n\r.,'\"-") + ["\u00a0", "\u2009", "\u3000", "\u2019", "\u201c",
+            "\u2014", "\u0130", "\u03a3", "\u03c3", "\u1e9e", "\u00df", "\u0085", "\u2028"]
+        )
+    )
+    | st.text()
+)
+def test_whole_string_normalising_equals_the_character_loop(text: str) -> None:
+    from juryflow.judges.anchoring import _normalize, _normalize_by_character
+
+    assert _normalize(text) == _normalize_by_character(text)
