@@ -505,73 +505,90 @@ async def evaluate(
     ``workers``: processes that make the model calls (default: what the panel's
     concurrency calls for, see ``workers.default_workers``; 1 with ``max_cost`` or Dask).
     """
-    logger = get_run_logger()
     began = time.monotonic()
     flow_run_id = str(flow_run.get_id() or "") or None
     if max_cost is not None:
         from juryflow.dry_run import check_budget  # before a run row exists
 
         check_budget(panel, db, resume, max_cost, distributed)
+    # Explicit workers start now, importing what they need while the run is planned.
+    early = workers is not None and workers > 1 and not distributed and max_cost is None
+    pool = WorkerPool(workers, chunks_in_flight) if early and workers is not None else None
+    if pool is not None:
+        pool.start()
+    try:
+        return await _plan_and_judge(
+            pool,
+            dict(
+                dataset=dataset,
+                panel=panel,
+                db=db,
+                resume=resume,
+                suite=suite,
+                chunk_size=chunk_size,
+                quorum=quorum,
+                mapping=mapping,
+                use_cache=use_cache,
+                max_chars=max_chars,
+                flow_run_id=flow_run_id,
+                calibration=calibration,
+                limit=limit,
+                sample=sample,
+                seed=seed,
+            ),
+            workers=workers,
+            distributed=distributed,
+            max_cost=max_cost,
+            chunks_in_flight=chunks_in_flight,
+            began=began,
+        )
+    finally:
+        if pool is not None:
+            await pool.close(cancel=True)  # a no-op when the run closed it
+
+
+async def _plan_and_judge(
+    pool: WorkerPool | None,
+    plan_options: dict[str, Any],
+    *,
+    workers: int | None,
+    distributed: bool,
+    max_cost: float | None,
+    chunks_in_flight: int,
+    began: float,
+) -> dict[str, Any]:
+    logger = get_run_logger()
+    flow_run_id = plan_options["flow_run_id"]
     # The run's own store waits have no deadline (a long reader must not fail it); an
     # interruption ends them.
     patience = Patience()
     with patient_waits(patience):
-        plan = plan_run(
-            dataset=dataset,
-            panel=panel,
-            db=db,
-            resume=resume,
-            suite=suite,
-            chunk_size=chunk_size,
-            quorum=quorum,
-            mapping=mapping,
-            use_cache=use_cache,
-            max_chars=max_chars,
-            flow_run_id=flow_run_id,
-            calibration=calibration,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-        )
+        plan = plan_run(**plan_options)
         logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
         progress.started(plan.run_id, str(plan.store.path), flow_run_id)
         budget = Budget(max_cost) if max_cost is not None else None
         set_budget(plan.run_id, budget)
-        pool = _worker_pool(plan, workers, distributed, max_cost, chunks_in_flight)
+        if pool is None and workers is None and not distributed and max_cost is None:
+            # Dask spreads the chunks itself; a budget is kept by one process.
+            count = default_workers(plan.panel)
+            if count > 1:
+                pool = WorkerPool(count, chunks_in_flight)
+                pool.start()
+        if pool is not None:
+            pool.configure(
+                list(plan.panel.judges),
+                plan.panel.prices,
+                str(journal_path(plan.store.path, plan.run_id)),
+                plan.run_id,
+                resume_hint(plan.run_id, str(plan.store.path)),
+            )
         runner = ChunkRunner(plan, distributed, budget, pool)
         try:
-            if pool is not None:
-                pool.start()
             return await _judge_run(plan, runner, patience, flow_run_id, chunks_in_flight, began)
         finally:
             set_budget(plan.run_id, None)
             if pool is not None:
                 await pool.close(cancel=True)  # a no-op when the run closed it
-
-
-def _worker_pool(
-    plan: RunPlan,
-    workers: int | None,
-    distributed: bool,
-    max_cost: float | None,
-    chunks_in_flight: int,
-) -> WorkerPool | None:
-    """The worker processes for this run, or None to judge in this process."""
-    if distributed or max_cost is not None:
-        count = 1  # Dask spreads the chunks itself; a budget is kept by one process
-    else:
-        count = workers if workers is not None else default_workers(plan.panel)
-    if count <= 1:
-        return None
-    return WorkerPool(
-        count,
-        list(plan.panel.judges),
-        plan.panel.prices,
-        str(journal_path(plan.store.path, plan.run_id)),
-        plan.run_id,
-        chunks_in_flight,
-        resume_hint(plan.run_id, str(plan.store.path)),
-    )
 
 
 async def _judge_run(

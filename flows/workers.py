@@ -86,6 +86,21 @@ class Channels:
     work: Any
     results: Any
     stop: Any
+    setups: tuple[Any, ...]
+    """One queue per worker for its :class:`Setup` (from the shared queue, a worker could
+    take another's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every worker needs to judge a run: the first message each one takes (the
+    processes start while the flow is still planning the run)."""
+
+    specs: list[JudgeSpec]
+    """The judges, with their full limits: each worker takes its share."""
+    prices: dict[str, Price]
+    journal: str | None
+    run_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +142,16 @@ def _start_worker_process(channels: Channels, parent: int) -> None:
 
 
 @task(name="judge-worker", task_run_name="worker-{index}", cache_policy=NO_CACHE)
-async def judge_worker(
-    index: int,
-    specs: list[JudgeSpec],
-    prices: dict[str, Price],
-    journal: str | None,
-    run_id: str | None,
-    chunks_at_once: int,
-) -> int:
+async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
     """Judge chunks from the queue until told there are no more; returns the judgments made."""
     channels = _worker_channels()
     if channels is None:
         raise RuntimeError("judge-worker runs only on the process pool its flow started")
+    setup = await _next_message(channels, channels.setups[index])
+    if not isinstance(setup, Setup):
+        return 0  # the run ended before it was planned
+    specs = [share(spec, index, workers) for spec in setup.specs]
+    prices, journal, run_id = setup.prices, setup.journal, setup.run_id
     by_id = {spec.id: spec for spec in specs}
     made = 0
     counted = _ProgressCounter()
@@ -189,13 +202,21 @@ async def judge_worker(
 
 async def _next_request(channels: Channels) -> Request | None:
     """The next chunk, or None when there are no more (or the run is stopping)."""
+    message = await _next_message(channels, channels.work)
+    return message if isinstance(message, Request) else None
+
+
+async def _next_message(channels: Channels, source: Any) -> Setup | Request | None:
+    """The next message from the flow on ``source``, or None when the run is stopping."""
     while not channels.stop.is_set():
         try:
             # A short wait on a thread: a thread blocked for good would hold up the task's end.
-            message = await asyncio.to_thread(channels.work.get, True, POLL_SECONDS)
+            message: Setup | Request | None = await asyncio.to_thread(
+                source.get, True, POLL_SECONDS
+            )
         except queue.Empty:
             continue
-        return message if isinstance(message, Request) else None
+        return message
     return None
 
 
@@ -245,30 +266,22 @@ class _ProgressCounter:
 class WorkerPool:
     """The flow's side: N worker processes, and a reader thread for what they send back."""
 
-    def __init__(
-        self,
-        workers: int,
-        specs: list[JudgeSpec],
-        prices: Mapping[str, Price],
-        journal: str | None,
-        run_id: str | None,
-        chunks_in_flight: int,
-        resume_hint: str,
-    ) -> None:
+    def __init__(self, workers: int, chunks_in_flight: int) -> None:
         self.workers = workers
-        self._resume_hint = resume_hint
         context = multiprocessing.get_context("spawn")
-        self.channels = Channels(context.Queue(), context.Queue(), context.Event())
+        self.channels = Channels(
+            context.Queue(),
+            context.Queue(),
+            context.Event(),
+            tuple(context.Queue() for _ in range(workers)),
+        )
         self._runner = ProcessPoolTaskRunner(
             max_workers=workers,
             initializer=_start_worker_process,
             initargs=(self.channels, os.getpid()),
         )
-        self._specs = specs
-        self._prices = dict(prices)
-        self._journal = journal
-        self._run_id = run_id
         self._chunks_at_once = math.ceil(chunks_in_flight / workers) + 1
+        self._resume_hint = "juryflow run --resume RUN"
         self._ids = itertools.count()
         self._waiting: dict[int, asyncio.Future[dict[str, JudgedChunk]]] = {}
         self._futures: list[PrefectFuture[int]] = []
@@ -278,29 +291,35 @@ class WorkerPool:
         self._failure: str | None = None
 
     def start(self) -> None:
+        """Start the processes (they import what judging needs meanwhile)."""
         self._loop = asyncio.get_running_loop()
         self._runner.__enter__()
         self._reader = threading.Thread(target=self._read, name="juryflow-workers", daemon=True)
         self._reader.start()
         for index in range(self.workers):
-            specs = [share(spec, index, self.workers) for spec in self._specs]
+            parameters = {
+                "index": index,
+                "workers": self.workers,
+                "chunks_at_once": self._chunks_at_once,
+            }
             # An async task's future resolves to its result, not to a coroutine.
-            future = cast(
-                "PrefectFuture[int]",
-                self._runner.submit(
-                    judge_worker,
-                    {
-                        "index": index,
-                        "specs": specs,
-                        "prices": self._prices,
-                        "journal": self._journal,
-                        "run_id": self._run_id,
-                        "chunks_at_once": self._chunks_at_once,
-                    },
-                ),
-            )
+            future = cast("PrefectFuture[int]", self._runner.submit(judge_worker, parameters))
             future.add_done_callback(self._worker_ended)
             self._futures.append(future)
+
+    def configure(
+        self,
+        specs: list[JudgeSpec],
+        prices: Mapping[str, Price],
+        journal: str | None,
+        run_id: str | None,
+        resume_hint: str,
+    ) -> None:
+        """The run the workers judge (once planned)."""
+        self._resume_hint = resume_hint
+        setup = Setup(list(specs), dict(prices), journal, run_id)
+        for own in self.channels.setups:
+            own.put(setup)
 
     async def judge(self, work: dict[str, list[Item]]) -> dict[str, JudgedChunk]:
         """Judge these items (by judge id) on whichever worker has room first."""
