@@ -14,14 +14,16 @@ overlapping each other); ~3 % of judgments are unscored; every item has a consen
 worst): each view read whole for the run, and with ``--report`` the ``juryflow agreement``
 path, :func:`juryflow.analysis.agreement_report`, split into loading and maths.
 
-``--baseline`` also installs the views as they were before intervals (character expansion,
-kept below as SQL text, views named ``baseline_*``), times them once and checks that both
-versions give identical rows. They take tens of seconds from 20,000 items up.
+``--baseline`` also installs the span views as they were before issue 12 (spans merged into
+intervals at query time, kept below as SQL text, views named ``baseline_*``), times them
+once and checks that both versions give the same rows (integers equal, floats to 1e-12:
+sums of floats may add up in another order). They take seconds from 100,000 items up.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import re
 import sys
@@ -54,55 +56,32 @@ QUERIES = {
     "judge_bias": "SELECT * FROM judge_bias WHERE run_id = ? ORDER BY ALL",
     "judge_accuracy": "SELECT * FROM judge_accuracy WHERE run_id = ? ORDER BY ALL",
 }
-BASELINE_VIEWS = (
-    "judgment_chars",
-    "consensus_chars",
-    "gold_chars",
-    "judge_pair_agreement",
-    "judge_bias",
-    "judge_accuracy",
-)
+BASELINE_VIEWS = ("judge_pair_agreement", "judge_bias", "judge_accuracy")
 
-# The views before intervals, verbatim from storage/views.py: spans expanded to characters.
+# The span views before issue 12, verbatim from storage/views.py: spans merged into disjoint
+# intervals at query time (the ``*_intervals`` helper views) and overlaps found by interval
+# joins. The reference the stored ``span_sets`` / ``span_overlaps`` must reproduce
+# (tests/test_view_overlaps.py installs it too).
 BASELINE_SQL = """
-    CREATE OR REPLACE VIEW judgment_chars AS
-    SELECT DISTINCT run_id, item_id, judge_id, char_pos
-    FROM (
-        SELECT s.run_id, s.item_id, s.judge_id,
-               unnest(range(greatest(s.char_start, 0), s.char_end)) AS char_pos
-        FROM judgment_spans s
-        JOIN judgments j USING (run_id, item_id, judge_id)
-        WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
-          AND s.char_start IS NOT NULL AND s.char_end > s.char_start
-    )
-    CREATE OR REPLACE VIEW consensus_chars AS
-    SELECT DISTINCT run_id, item_id, char_pos
-    FROM (
-        SELECT s.run_id, s.item_id, unnest(range(s.char_start, s.char_end)) AS char_pos
-        FROM consensus_spans s
-        JOIN consensus c USING (run_id, item_id)
-        WHERE c.status = 'ok' AND s.char_end > s.char_start
-    )
-    CREATE OR REPLACE VIEW gold_chars AS
-    SELECT DISTINCT run_id, item_id, char_pos
-    FROM (
-        SELECT run_id, item_id, unnest(range(greatest(g[1], 0), g[2])) AS char_pos
-        FROM (
-            SELECT run_id, item_id,
-                   unnest(json_transform(gold_spans, '[["BIGINT"]]')) AS g
-            FROM gold_labels WHERE has_span_labels
-        )
-    )
     CREATE OR REPLACE VIEW judge_pair_agreement AS
-    WITH answered AS (
-        SELECT run_id, item_id, judge_id, score, verdict, output_kind = 'spans' AS spans
-        FROM judgments WHERE score IS NOT NULL
+    WITH intervals AS MATERIALIZED (SELECT * FROM judgment_intervals),
+    item_chars AS (
+        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n_chars
+        FROM intervals GROUP BY run_id, item_id, judge_id
+    ),
+    -- the character counts ride along the pairs: one self-join instead of two lookups
+    answered AS (
+        SELECT j.run_id, j.item_id, j.judge_id, j.score, j.verdict,
+               j.output_kind = 'spans' AS spans, coalesce(c.n_chars, 0) AS n_chars
+        FROM judgments j LEFT JOIN item_chars c USING (run_id, item_id, judge_id)
+        WHERE j.score IS NOT NULL
     ),
     pairs AS (
         SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b, a.item_id,
                a.score AS score_a, b.score AS score_b,
                a.verdict AS verdict_a, b.verdict AS verdict_b,
-               a.spans AND b.spans AS both_spans
+               a.spans AND b.spans AS both_spans,
+               a.n_chars AS chars_a, b.n_chars AS chars_b
         FROM answered a
         JOIN answered b
           ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
@@ -116,32 +95,20 @@ BASELINE_SQL = """
                count(*) FILTER (WHERE verdict_a AND verdict_b) AS both_flagged,
                count(*) FILTER (WHERE verdict_a <> verdict_b) AS split_items,
                avg(abs(score_a - score_b)) AS mean_abs_score_diff,
-               count(*) FILTER (WHERE both_spans) AS n_span_items
+               count(*) FILTER (WHERE both_spans) AS n_span_items,
+               sum(chars_a) FILTER (WHERE both_spans) AS chars_a,
+               sum(chars_b) FILTER (WHERE both_spans) AS chars_b
         FROM pairs GROUP BY run_id, judge_a, judge_b
     ),
-    item_chars AS (
-        SELECT run_id, item_id, judge_id, count(*) AS n_chars
-        FROM judgment_chars GROUP BY run_id, item_id, judge_id
-    ),
-    pair_chars AS (
-        SELECT p.run_id, p.judge_a, p.judge_b,
-               sum(coalesce(ca.n_chars, 0)) AS chars_a,
-               sum(coalesce(cb.n_chars, 0)) AS chars_b
-        FROM pairs p
-        LEFT JOIN item_chars ca
-          ON ca.run_id = p.run_id AND ca.item_id = p.item_id AND ca.judge_id = p.judge_a
-        LEFT JOIN item_chars cb
-          ON cb.run_id = p.run_id AND cb.item_id = p.item_id AND cb.judge_id = p.judge_b
-        WHERE p.both_spans
-        GROUP BY p.run_id, p.judge_a, p.judge_b
-    ),
     overlap AS (
+        -- each set is disjoint, so the intersections of their intervals add up
         SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b,
-               count(*) AS overlap_chars
-        FROM judgment_chars a
-        JOIN judgment_chars b
-          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.char_pos = b.char_pos
-         AND a.judge_id < b.judge_id
+               sum(least(a.char_end, b.char_end) - greatest(a.char_start, b.char_start))::BIGINT
+                   AS overlap_chars
+        FROM intervals a
+        JOIN intervals b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
+         AND a.char_start < b.char_end AND b.char_start < a.char_end
         GROUP BY a.run_id, a.judge_id, b.judge_id
     ),
     kappa AS (
@@ -158,17 +125,17 @@ BASELINE_SQL = """
            k.n_span_items,
            CASE WHEN k.n_span_items > 0 THEN coalesce(o.overlap_chars, 0) END
                AS overlap_chars,
-           pc.chars_a, pc.chars_b,
-           CASE WHEN pc.chars_a + pc.chars_b > 0 THEN
-               2.0 * coalesce(o.overlap_chars, 0) / (pc.chars_a + pc.chars_b)
+           k.chars_a, k.chars_b,
+           CASE WHEN k.chars_a + k.chars_b > 0 THEN
+               2.0 * coalesce(o.overlap_chars, 0) / (k.chars_a + k.chars_b)
            END AS span_f1,
-           CASE WHEN pc.chars_a + pc.chars_b > 0 THEN
+           CASE WHEN k.chars_a + k.chars_b > 0 THEN
                coalesce(o.overlap_chars, 0)
-               / (pc.chars_a + pc.chars_b - coalesce(o.overlap_chars, 0))
+               / (k.chars_a + k.chars_b - coalesce(o.overlap_chars, 0))
            END AS span_jaccard
     FROM kappa k
-    LEFT JOIN pair_chars pc USING (run_id, judge_a, judge_b)
     LEFT JOIN overlap o USING (run_id, judge_a, judge_b)
+
     CREATE OR REPLACE VIEW judge_bias AS
     WITH joined AS (
         SELECT j.run_id, j.judge_id, j.item_id, j.score, j.verdict, j.output_kind,
@@ -194,23 +161,28 @@ BASELINE_SQL = """
     span_items AS (
         SELECT run_id, judge_id, item_id FROM joined WHERE span_item
     ),
+    judge_iv AS MATERIALIZED (
+        SELECT run_id, judge_id, item_id, c.char_start, c.char_end
+        FROM span_items s JOIN judgment_intervals c USING (run_id, item_id, judge_id)
+    ),
     judge_chars AS (
-        SELECT s.run_id, s.judge_id, count(*) AS judge_chars
-        FROM span_items s JOIN judgment_chars c USING (run_id, item_id, judge_id)
-        GROUP BY s.run_id, s.judge_id
+        SELECT run_id, judge_id, sum(char_end - char_start)::BIGINT AS judge_chars
+        FROM judge_iv GROUP BY run_id, judge_id
     ),
     panel_chars AS (
-        SELECT s.run_id, s.judge_id, count(*) AS consensus_chars
-        FROM span_items s JOIN consensus_chars c USING (run_id, item_id)
+        SELECT s.run_id, s.judge_id, sum(c.char_end - c.char_start)::BIGINT AS consensus_chars
+        FROM span_items s JOIN consensus_intervals c USING (run_id, item_id)
         GROUP BY s.run_id, s.judge_id
     ),
     overlap AS (
-        SELECT s.run_id, s.judge_id, count(*) AS overlap_chars
-        FROM span_items s
-        JOIN judgment_chars jc USING (run_id, item_id, judge_id)
-        JOIN consensus_chars cc
-          ON cc.run_id = jc.run_id AND cc.item_id = jc.item_id AND cc.char_pos = jc.char_pos
-        GROUP BY s.run_id, s.judge_id
+        SELECT j.run_id, j.judge_id,
+               sum(least(j.char_end, c.char_end) - greatest(j.char_start, c.char_start))::BIGINT
+                   AS overlap_chars
+        FROM judge_iv j
+        JOIN consensus_intervals c
+          ON c.run_id = j.run_id AND c.item_id = j.item_id
+         AND j.char_start < c.char_end AND c.char_start < j.char_end
+        GROUP BY j.run_id, j.judge_id
     )
     SELECT p.run_id, p.judge_id, p.n_items, p.n_scored, p.n_unscored, p.mean_score,
            p.flag_rate, p.n_vs_consensus, p.bias, p.mean_abs_deviation,
@@ -228,6 +200,7 @@ BASELINE_SQL = """
     LEFT JOIN judge_chars jc USING (run_id, judge_id)
     LEFT JOIN panel_chars pc USING (run_id, judge_id)
     LEFT JOIN overlap o USING (run_id, judge_id)
+
     CREATE OR REPLACE VIEW judge_accuracy AS
     WITH predictors AS (
         SELECT run_id, judge_id, bool_or(output_kind = 'spans') AS span_predictor
@@ -266,11 +239,12 @@ BASELINE_SQL = """
                count(*) FILTER (WHERE answered AND NOT predicted AND gold) AS fn_answered
         FROM graded GROUP BY run_id, judge_id
     ),
-    predicted_chars AS (
-        SELECT run_id, item_id, judge_id, char_pos FROM judgment_chars
+    predicted AS MATERIALIZED (
+        SELECT run_id, item_id, judge_id, char_start, char_end FROM judgment_intervals
         UNION ALL
-        SELECT run_id, item_id, 'consensus', char_pos FROM consensus_chars
+        SELECT run_id, item_id, 'consensus', char_start, char_end FROM consensus_intervals
     ),
+    gold AS MATERIALIZED (SELECT * FROM gold_intervals),
     span_items AS (
         SELECT p.run_id, p.judge_id, g.item_id,
                coalesce(x.span_answer, false) AS answered
@@ -281,17 +255,21 @@ BASELINE_SQL = """
         WHERE p.span_predictor AND g.has_span_labels
     ),
     item_pred AS (
-        SELECT run_id, item_id, judge_id, count(*) AS n FROM predicted_chars
-        GROUP BY run_id, item_id, judge_id
+        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n
+        FROM predicted GROUP BY run_id, item_id, judge_id
     ),
     item_gold AS (
-        SELECT run_id, item_id, count(*) AS n FROM gold_chars GROUP BY run_id, item_id
+        SELECT run_id, item_id, sum(char_end - char_start)::BIGINT AS n
+        FROM gold GROUP BY run_id, item_id
     ),
     item_overlap AS (
-        SELECT c.run_id, c.item_id, c.judge_id, count(*) AS n
-        FROM predicted_chars c
-        JOIN gold_chars g
-          ON g.run_id = c.run_id AND g.item_id = c.item_id AND g.char_pos = c.char_pos
+        SELECT c.run_id, c.item_id, c.judge_id,
+               sum(least(c.char_end, g.char_end) - greatest(c.char_start, g.char_start))::BIGINT
+                   AS n
+        FROM predicted c
+        JOIN gold g
+          ON g.run_id = c.run_id AND g.item_id = c.item_id
+         AND c.char_start < g.char_end AND g.char_start < c.char_end
         GROUP BY c.run_id, c.item_id, c.judge_id
     ),
     spans AS (
@@ -349,7 +327,7 @@ BASELINE_SQL = """
 
 def baseline_statements() -> list[str]:
     """BASELINE_SQL as statements creating ``baseline_<name>`` views next to the real ones."""
-    names = re.compile(r"\b(FROM|JOIN|VIEW)(\s+)(" + "|".join(BASELINE_VIEWS) + r")\b")
+    names = re.compile(r"\b(VIEW)(\s+)(" + "|".join(BASELINE_VIEWS) + r")\b")
     sql = names.sub(r"\1\2baseline_\3", BASELINE_SQL)
     head = "CREATE OR REPLACE VIEW"
     return [head + body for body in sql.split(head) if body.strip()]
@@ -442,6 +420,20 @@ def build(store: Store, rng: random.Random, n_items: int, judges: int, batch: in
     )
 
 
+def same_rows(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+    """Equal rows, floats to a relative 1e-12 (a sum of floats depends on its order)."""
+
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12)
+        return bool(x == y) and type(x) is type(y)
+
+    return len(a) == len(b) and all(
+        len(r) == len(q) and all(same(x, y) for x, y in zip(r, q, strict=True))
+        for r, q in zip(a, b, strict=True)
+    )
+
+
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
     return con.execute(sql, [RUN_ID]).fetchall()
 
@@ -521,7 +513,7 @@ def main() -> None:
                     except duckdb.Error as exc:  # the character expansion runs out of memory
                         print(f"  baseline_{name}: failed: {str(exc).splitlines()[0]}")
                         continue
-                    print(f"  identical to the baseline: {old == rows}")
+                    print(f"  same rows as the baseline: {same_rows(old, rows)}")
         if args.report:
             from juryflow.analysis import agreement_report
             from juryflow.storage.analysis import load_run_data

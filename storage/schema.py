@@ -200,6 +200,41 @@ MIGRATIONS += (
     ),
 )
 
+
+MIGRATIONS += (
+    (
+        5,
+        """
+        -- Issue 12: what the span views add up, written in the same transaction as the
+        -- spans it comes from (storage/store.py), so that no view merges spans at query
+        -- time. A set: a scored span answer's anchored spans (kind judge), an ok
+        -- consensus's spans (consensus), an item's gold spans (gold); only sets and
+        -- overlaps that flag at least one character have a row. Rows written before
+        -- are backfilled by storage/store.py (BACKFILLS), a run's items in chunks.
+        CREATE TABLE span_sets (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,            -- judge | consensus | gold
+            judge_id VARCHAR NOT NULL,        -- '' unless kind = 'judge'
+            n_chars BIGINT NOT NULL,          -- characters flagged, each counted once
+            starts BIGINT[] NOT NULL,         -- the set as disjoint intervals
+            ends BIGINT[] NOT NULL
+        );
+        CREATE TABLE span_overlaps (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,    -- judge-judge | judge-consensus | judge-gold | consensus-gold
+            judge_a VARCHAR NOT NULL, -- judge-judge: judge_a < judge_b; '' for no judge
+            judge_b VARCHAR NOT NULL,
+            overlap_chars BIGINT NOT NULL     -- characters both sets flag
+        );
+        -- a scored span answer's flagged characters, each counted once (its span_sets
+        -- size, 0 when it flags none); NULL for other judgments
+        ALTER TABLE judgments ADD COLUMN span_chars BIGINT;
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -214,6 +249,8 @@ TABLES = (
     "comparison_judges",
     "calibrations",
     "judge_reliability",
+    "span_sets",
+    "span_overlaps",
 )
 
 

@@ -12,9 +12,12 @@ Conventions the views share:
 - a judge *answered with spans* when it answered and its ``output_kind`` is ``spans``;
   score-only judges have no say on spans, and unanchored spans (no offsets) are ignored;
 - span metrics count characters: each set of spans (a judge's on an item, the consensus's,
-  the gold labels') is cut into disjoint intervals (``*_intervals`` helper views), so a
-  character covered by overlapping spans of one set counts once, and overlaps are summed
-  over intersecting intervals; the ``*_chars`` views list the same characters one per row;
+  the gold labels') covers a character once however many of its spans cover it. The span
+  views add up the ``span_sets`` (characters per set) and ``span_overlaps`` (characters two
+  sets on one item share) rows the store writes with the spans (issue 12: merging spans at
+  query time took 5-7 s per view at 1,000,000 judgments); the ``*_intervals`` helper views
+  cut the same sets into disjoint intervals at query time, and the ``*_chars`` views list
+  their characters one per row, for users who query them;
 - a 0/0 ratio of a precision / recall / F1 against gold is 0 (as sklearn's
   ``zero_division=0`` and :mod:`juryflow.judges.gold`); a 0/0 agreement ratio is NULL (undefined).
 """
@@ -58,11 +61,10 @@ def _disjoint(source: str, keys: str, set_key: str) -> str:
     """
 
 
-# The flagged characters as disjoint intervals: every span metric is computed from these
-# (overlaps by an interval join on the item), never by expanding spans into characters,
-# which took 4-9 s per view at 5,000 items (bench/bench_views.py --baseline). Judges: the
-# anchored spans of scored span answers (a negative start clipped to 0); consensus: the
-# spans of ``ok`` consensus rows.
+# The flagged characters as disjoint intervals, computed at query time for users; they
+# cover the same characters as the stored ``span_sets``. Judges: the anchored spans of
+# scored span answers (a negative start clipped to 0); consensus: the spans of ``ok``
+# consensus rows.
 _JUDGMENT_INTERVALS = "CREATE OR REPLACE VIEW judgment_intervals AS" + _disjoint(
     """
     SELECT s.run_id, s.item_id, s.judge_id, j.rowid AS judgment_row,
@@ -242,17 +244,11 @@ _ITEM_DISAGREEMENT = """
 # neither flagged a character there). Pairs that share no answered item have no row.
 _JUDGE_PAIR_AGREEMENT = """
     CREATE OR REPLACE VIEW judge_pair_agreement AS
-    WITH intervals AS MATERIALIZED (SELECT * FROM judgment_intervals),
-    item_chars AS (
-        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n_chars
-        FROM intervals GROUP BY run_id, item_id, judge_id
-    ),
-    -- the character counts ride along the pairs: one self-join instead of two lookups
-    answered AS (
-        SELECT j.run_id, j.item_id, j.judge_id, j.score, j.verdict,
-               j.output_kind = 'spans' AS spans, coalesce(c.n_chars, 0) AS n_chars
-        FROM judgments j LEFT JOIN item_chars c USING (run_id, item_id, judge_id)
-        WHERE j.score IS NOT NULL
+    WITH answered AS (
+        SELECT run_id, item_id, judge_id, score, verdict,
+               output_kind = 'spans' AS spans, coalesce(span_chars, 0) AS n_chars
+        FROM judgments
+        WHERE score IS NOT NULL
     ),
     pairs AS (
         SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b, a.item_id,
@@ -279,15 +275,9 @@ _JUDGE_PAIR_AGREEMENT = """
         FROM pairs GROUP BY run_id, judge_a, judge_b
     ),
     overlap AS (
-        -- each set is disjoint, so the intersections of their intervals add up
-        SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b,
-               sum(least(a.char_end, b.char_end) - greatest(a.char_start, b.char_start))::BIGINT
-                   AS overlap_chars
-        FROM intervals a
-        JOIN intervals b
-          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
-         AND a.char_start < b.char_end AND b.char_start < a.char_end
-        GROUP BY a.run_id, a.judge_id, b.judge_id
+        SELECT run_id, judge_a, judge_b, sum(overlap_chars)::BIGINT AS overlap_chars
+        FROM span_overlaps WHERE kind = 'judge-judge'
+        GROUP BY run_id, judge_a, judge_b
     ),
     kappa AS (
         SELECT *,
@@ -322,12 +312,20 @@ _JUDGE_PAIR_AGREEMENT = """
 # compared with, so these run high on small panels.
 _JUDGE_BIAS = """
     CREATE OR REPLACE VIEW judge_bias AS
-    WITH joined AS (
+    WITH panel AS (
+        SELECT c.run_id, c.item_id, c.status, c.n_span_judges, c.score_median, c.hallucinated,
+               coalesce(z.n_chars, 0) AS consensus_chars
+        FROM consensus c
+        LEFT JOIN span_sets z
+          ON z.kind = 'consensus' AND z.run_id = c.run_id AND z.item_id = c.item_id
+    ),
+    joined AS (
         SELECT j.run_id, j.judge_id, j.item_id, j.score, j.verdict, j.output_kind,
+               coalesce(j.span_chars, 0) AS judge_chars, c.consensus_chars,
                c.score_median, c.hallucinated AS consensus_hallucinated,
                (j.score IS NOT NULL AND j.output_kind = 'spans' AND c.status = 'ok'
                 AND c.n_span_judges > 0) AS span_item
-        FROM judgments j LEFT JOIN consensus c USING (run_id, item_id)
+        FROM judgments j LEFT JOIN panel c USING (run_id, item_id)
     ),
     per_judge AS (
         SELECT run_id, judge_id,
@@ -340,50 +338,32 @@ _JUDGE_BIAS = """
                avg(score - score_median) AS bias,
                avg(abs(score - score_median)) AS mean_abs_deviation,
                avg((verdict = consensus_hallucinated)::DOUBLE) AS consensus_verdict_agreement,
-               count(*) FILTER (WHERE span_item) AS n_span_items
+               count(*) FILTER (WHERE span_item) AS n_span_items,
+               sum(judge_chars) FILTER (WHERE span_item)::BIGINT AS judge_chars,
+               sum(consensus_chars) FILTER (WHERE span_item)::BIGINT AS consensus_chars
         FROM joined GROUP BY run_id, judge_id
     ),
-    span_items AS (
-        SELECT run_id, judge_id, item_id FROM joined WHERE span_item
-    ),
-    judge_iv AS MATERIALIZED (
-        SELECT run_id, judge_id, item_id, c.char_start, c.char_end
-        FROM span_items s JOIN judgment_intervals c USING (run_id, item_id, judge_id)
-    ),
-    judge_chars AS (
-        SELECT run_id, judge_id, sum(char_end - char_start)::BIGINT AS judge_chars
-        FROM judge_iv GROUP BY run_id, judge_id
-    ),
-    panel_chars AS (
-        SELECT s.run_id, s.judge_id, sum(c.char_end - c.char_start)::BIGINT AS consensus_chars
-        FROM span_items s JOIN consensus_intervals c USING (run_id, item_id)
-        GROUP BY s.run_id, s.judge_id
-    ),
+    -- a judge-consensus overlap has a row only where the judge answered with spans
     overlap AS (
-        SELECT j.run_id, j.judge_id,
-               sum(least(j.char_end, c.char_end) - greatest(j.char_start, c.char_start))::BIGINT
-                   AS overlap_chars
-        FROM judge_iv j
-        JOIN consensus_intervals c
-          ON c.run_id = j.run_id AND c.item_id = j.item_id
-         AND j.char_start < c.char_end AND c.char_start < j.char_end
-        GROUP BY j.run_id, j.judge_id
+        SELECT o.run_id, o.judge_a AS judge_id, sum(o.overlap_chars)::BIGINT AS overlap_chars
+        FROM span_overlaps o
+        JOIN consensus c USING (run_id, item_id)
+        WHERE o.kind = 'judge-consensus' AND c.status = 'ok' AND c.n_span_judges > 0
+        GROUP BY o.run_id, o.judge_a
     )
     SELECT p.run_id, p.judge_id, p.n_items, p.n_scored, p.n_unscored, p.mean_score,
            p.flag_rate, p.n_vs_consensus, p.bias, p.mean_abs_deviation,
            p.consensus_verdict_agreement, p.n_span_items,
            CASE WHEN p.n_span_items > 0 THEN coalesce(o.overlap_chars, 0) END
                AS overlap_chars,
-           CASE WHEN p.n_span_items > 0 THEN coalesce(jc.judge_chars, 0) END AS judge_chars,
-           CASE WHEN p.n_span_items > 0 THEN coalesce(pc.consensus_chars, 0) END
+           CASE WHEN p.n_span_items > 0 THEN coalesce(p.judge_chars, 0) END AS judge_chars,
+           CASE WHEN p.n_span_items > 0 THEN coalesce(p.consensus_chars, 0) END
                AS consensus_chars,
-           CASE WHEN coalesce(jc.judge_chars, 0) + coalesce(pc.consensus_chars, 0) > 0 THEN
+           CASE WHEN coalesce(p.judge_chars, 0) + coalesce(p.consensus_chars, 0) > 0 THEN
                2.0 * coalesce(o.overlap_chars, 0)
-               / (coalesce(jc.judge_chars, 0) + coalesce(pc.consensus_chars, 0))
+               / (coalesce(p.judge_chars, 0) + coalesce(p.consensus_chars, 0))
            END AS consensus_span_f1
     FROM per_judge p
-    LEFT JOIN judge_chars jc USING (run_id, judge_id)
-    LEFT JOIN panel_chars pc USING (run_id, judge_id)
     LEFT JOIN overlap o USING (run_id, judge_id)
 """
 
@@ -404,86 +384,102 @@ _JUDGE_ACCURACY = """
         SELECT run_id, 'consensus', bool_or(n_span_judges > 0)
         FROM consensus GROUP BY run_id
     ),
+    gold_items AS (
+        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
+               coalesce(z.n_chars, 0) AS gold_chars
+        FROM gold_labels g
+        LEFT JOIN span_sets z
+          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
+    ),
+    run_gold AS (
+        SELECT run_id,
+               count(*) FILTER (WHERE gold IS NOT NULL) AS n_items,
+               count(*) FILTER (WHERE gold) AS n_positive,
+               count(*) FILTER (WHERE NOT gold) AS n_negative,
+               count(*) FILTER (WHERE has_span_labels) AS n_span_items,
+               sum(gold_chars) FILTER (WHERE has_span_labels) AS gold_chars
+        FROM gold_items GROUP BY run_id
+    ),
+    -- One row per judge answer and per consensus row. An unanswered item counts as
+    -- flagging nothing, so only answers need visiting: fn and tn follow from the run's
+    -- positive and negative counts. A consensus row that is not an answer (below
+    -- quorum, no verdict) still has its spans counted, as the characters it flags.
     predictions AS (
-        SELECT run_id, item_id, judge_id, verdict AS predicted,
-               output_kind = 'spans' AS span_answer
+        SELECT run_id, item_id, judge_id, verdict AS predicted, true AS answered,
+               output_kind = 'spans' AS span_answer, coalesce(span_chars, 0) AS pred_chars
         FROM judgments WHERE score IS NOT NULL
         UNION ALL
-        SELECT run_id, item_id, 'consensus', hallucinated, n_span_judges > 0
-        FROM consensus WHERE status = 'ok' AND hallucinated IS NOT NULL
+        SELECT c.run_id, c.item_id, 'consensus', c.hallucinated,
+               c.status = 'ok' AND c.hallucinated IS NOT NULL,
+               c.status = 'ok' AND c.hallucinated IS NOT NULL AND c.n_span_judges > 0,
+               coalesce(z.n_chars, 0)
+        FROM consensus c
+        LEFT JOIN span_sets z
+          ON z.kind = 'consensus' AND z.run_id = c.run_id AND z.item_id = c.item_id
     ),
-    graded AS (
-        SELECT p.run_id, p.judge_id, g.item_id, g.gold_hallucinated AS gold,
-               coalesce(x.predicted, false) AS predicted, x.item_id IS NOT NULL AS answered
-        FROM predictors p
-        JOIN gold_labels g ON g.run_id = p.run_id
-        LEFT JOIN predictions x
-          ON x.run_id = p.run_id AND x.judge_id = p.judge_id AND x.item_id = g.item_id
-        WHERE g.gold_hallucinated IS NOT NULL
+    answers AS (
+        SELECT x.run_id, x.judge_id,
+               count(*) FILTER (WHERE x.answered AND g.gold IS NOT NULL) AS n_answered,
+               count(*) FILTER (WHERE x.answered AND coalesce(x.predicted, false) AND g.gold)
+                   AS tp,
+               count(*) FILTER (
+                   WHERE x.answered AND coalesce(x.predicted, false) AND NOT g.gold) AS fp,
+               count(*) FILTER (
+                   WHERE x.answered AND NOT coalesce(x.predicted, false) AND g.gold)
+                   AS fn_answered,
+               count(*) FILTER (WHERE g.has_span_labels AND x.span_answer) AS n_span_answered,
+               sum(x.pred_chars) FILTER (WHERE g.has_span_labels) AS pred_chars,
+               sum(x.pred_chars) FILTER (WHERE g.has_span_labels AND x.span_answer)
+                   AS pred_answered,
+               sum(g.gold_chars) FILTER (WHERE g.has_span_labels AND x.span_answer)
+                   AS gold_answered
+        FROM predictions x JOIN gold_items g USING (run_id, item_id)
+        GROUP BY x.run_id, x.judge_id
+    ),
+    -- a gold overlap has a row only where the gold labels have spans (so the item's span
+    -- labels count) and the predictor flagged (so a judge answered with spans there)
+    gold_overlap AS (
+        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
+               sum(overlap_chars) AS overlap_answered
+        FROM span_overlaps WHERE kind = 'judge-gold'
+        GROUP BY run_id, judge_a
+        UNION ALL
+        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
+               sum(o.overlap_chars) FILTER (
+                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
+        FROM span_overlaps o JOIN consensus c USING (run_id, item_id)
+        WHERE o.kind = 'consensus-gold'
+        GROUP BY o.run_id
     ),
     response AS (
-        SELECT run_id, judge_id,
-               count(*) AS n_items,
-               count(*) FILTER (WHERE answered) AS n_answered,
-               count(*) FILTER (WHERE predicted AND gold) AS tp,
-               count(*) FILTER (WHERE predicted AND NOT gold) AS fp,
-               count(*) FILTER (WHERE NOT predicted AND gold) AS fn,
-               count(*) FILTER (WHERE NOT predicted AND NOT gold) AS tn,
-               count(*) FILTER (WHERE answered AND predicted AND gold) AS tp_answered,
-               count(*) FILTER (WHERE answered AND predicted AND NOT gold) AS fp_answered,
-               count(*) FILTER (WHERE answered AND NOT predicted AND gold) AS fn_answered
-        FROM graded GROUP BY run_id, judge_id
-    ),
-    predicted AS MATERIALIZED (
-        SELECT run_id, item_id, judge_id, char_start, char_end FROM judgment_intervals
-        UNION ALL
-        SELECT run_id, item_id, 'consensus', char_start, char_end FROM consensus_intervals
-    ),
-    gold AS MATERIALIZED (SELECT * FROM gold_intervals),
-    span_items AS (
-        SELECT p.run_id, p.judge_id, g.item_id,
-               coalesce(x.span_answer, false) AS answered
+        SELECT p.run_id, p.judge_id, g.n_items,
+               coalesce(a.n_answered, 0) AS n_answered,
+               coalesce(a.tp, 0) AS tp,
+               coalesce(a.fp, 0) AS fp,
+               g.n_positive - coalesce(a.tp, 0) AS fn,
+               g.n_negative - coalesce(a.fp, 0) AS tn,
+               coalesce(a.tp, 0) AS tp_answered,
+               coalesce(a.fp, 0) AS fp_answered,
+               coalesce(a.fn_answered, 0) AS fn_answered
         FROM predictors p
-        JOIN gold_labels g ON g.run_id = p.run_id
-        LEFT JOIN predictions x
-          ON x.run_id = p.run_id AND x.judge_id = p.judge_id AND x.item_id = g.item_id
-        WHERE p.span_predictor AND g.has_span_labels
-    ),
-    item_pred AS (
-        SELECT run_id, item_id, judge_id, sum(char_end - char_start)::BIGINT AS n
-        FROM predicted GROUP BY run_id, item_id, judge_id
-    ),
-    item_gold AS (
-        SELECT run_id, item_id, sum(char_end - char_start)::BIGINT AS n
-        FROM gold GROUP BY run_id, item_id
-    ),
-    item_overlap AS (
-        SELECT c.run_id, c.item_id, c.judge_id,
-               sum(least(c.char_end, g.char_end) - greatest(c.char_start, g.char_start))::BIGINT
-                   AS n
-        FROM predicted c
-        JOIN gold g
-          ON g.run_id = c.run_id AND g.item_id = c.item_id
-         AND c.char_start < g.char_end AND g.char_start < c.char_end
-        GROUP BY c.run_id, c.item_id, c.judge_id
+        JOIN run_gold g USING (run_id)
+        LEFT JOIN answers a USING (run_id, judge_id)
+        WHERE g.n_items > 0
     ),
     spans AS (
-        SELECT s.run_id, s.judge_id,
-               count(*) AS n_span_items,
-               count(*) FILTER (WHERE s.answered) AS n_span_answered,
-               sum(coalesce(o.n, 0)) AS overlap_chars,
-               sum(coalesce(p.n, 0)) AS pred_chars,
-               sum(coalesce(g.n, 0)) AS gold_chars,
-               coalesce(sum(o.n) FILTER (WHERE s.answered), 0) AS overlap_answered,
-               coalesce(sum(p.n) FILTER (WHERE s.answered), 0) AS pred_answered,
-               coalesce(sum(g.n) FILTER (WHERE s.answered), 0) AS gold_answered
-        FROM span_items s
-        LEFT JOIN item_pred p
-          ON p.run_id = s.run_id AND p.item_id = s.item_id AND p.judge_id = s.judge_id
-        LEFT JOIN item_overlap o
-          ON o.run_id = s.run_id AND o.item_id = s.item_id AND o.judge_id = s.judge_id
-        LEFT JOIN item_gold g ON g.run_id = s.run_id AND g.item_id = s.item_id
-        GROUP BY s.run_id, s.judge_id
+        SELECT p.run_id, p.judge_id, g.n_span_items,
+               coalesce(a.n_span_answered, 0) AS n_span_answered,
+               coalesce(o.overlap_chars, 0) AS overlap_chars,
+               coalesce(a.pred_chars, 0) AS pred_chars,
+               g.gold_chars,
+               coalesce(o.overlap_answered, 0) AS overlap_answered,
+               coalesce(a.pred_answered, 0) AS pred_answered,
+               coalesce(a.gold_answered, 0) AS gold_answered
+        FROM predictors p
+        JOIN run_gold g USING (run_id)
+        LEFT JOIN answers a USING (run_id, judge_id)
+        LEFT JOIN gold_overlap o USING (run_id, judge_id)
+        WHERE p.span_predictor AND g.n_span_items > 0
     )
     SELECT coalesce(r.run_id, s.run_id) AS run_id,
            coalesce(r.judge_id, s.judge_id) AS judge_id,
