@@ -372,11 +372,11 @@ class _Lines:
 
     @classmethod
     def of(cls, data: sa.RunData) -> _Lines:
-        stride = ag.span_stride(*data.spans, data.consensus_spans, data.gold_spans)
+        stride = ag.span_stride(*data.span_sets, data.consensus_span_set, data.gold_span_set)
         return cls(
-            [ag.SpanLine.of(spans, stride) for spans in data.spans],
-            ag.SpanLine.of(data.consensus_spans, stride),
-            ag.SpanLine.of(data.gold_spans, stride),
+            [ag.SpanLine.of(spans, stride) for spans in data.span_sets],
+            ag.SpanLine.of(data.consensus_span_set, stride),
+            ag.SpanLine.of(data.gold_span_set, stride),
         )
 
 
@@ -393,22 +393,16 @@ def _group(
     verdicts = data.verdicts[rows]
     active = ~np.isnan(scores).all(axis=1)
     n_active = int(active.sum())
-    spans = [data.spans[j] for j in rows]
+    span_lines = [lines.judges[j] for j in rows]
     kappa = ag.pairwise_cohen_kappa(verdicts) if rows else np.zeros((0, 0))
-    span_f1 = (
-        ag.pairwise_span_f1(spans, lines=[lines.judges[j] for j in rows])
-        if rows
-        else np.zeros((0, 0))
-    )
+    span_f1 = ag.pairwise_line_f1(span_lines) if rows else np.zeros((0, 0))
     present = ~np.isnan(scores)
 
     pairs: list[PairAgreement] = []
     for a in range(len(rows)):
         for b in range(a + 1, len(rows)):
             shared = int((present[a] & present[b]).sum())
-            n_span = sum(
-                x is not None and y is not None for x, y in zip(spans[a], spans[b], strict=True)
-            )
+            n_span = int((span_lines[a].answered & span_lines[b].answered).sum())
             if shared:
                 pa = ag.percent_agreement(verdicts[[a, b]][:, present[a] & present[b]])
                 agree = _stat(pa, shared, "no item scored by both")
@@ -515,14 +509,9 @@ def _judge_summary(data: sa.RunData, lines: _Lines, j: int) -> JudgeSummary:
             if vs.any()
             else _na("no consensus on the items it scored")
         )
-    span_items = sum(
-        a is not None and b is not None
-        for a, b in zip(data.spans[j], data.consensus_spans, strict=True)
-    )
+    span_items = int((lines.judges[j].answered & lines.consensus.answered).sum())
     if span_items:
-        f1 = ag.pairwise_span_f1(
-            [data.spans[j], data.consensus_spans], lines=[lines.judges[j], lines.consensus]
-        )[0, 1]
+        f1 = ag.pairwise_line_f1([lines.judges[j], lines.consensus])[0, 1]
         span = _stat(float(f1), span_items, "neither flagged a character")
     elif data.output_kinds[judge_id] != "spans":
         span = _na("score-only judge")
@@ -566,6 +555,8 @@ def _accuracy(
     # (its line has no intervals there). "answered": those where it gave one.
     with_labels = lines.gold.answered
     with_answer = with_labels & spans.answered if span_predictor else with_labels[:0]
+    # Per-item counts against the labels, once for both the all-items and answered figures.
+    counts = ag.item_counts(spans, lines.gold) if span_predictor else None
     return Accuracy(
         predictor=name,
         n_items=n_items,
@@ -575,15 +566,16 @@ def _accuracy(
         response_answered=response_answered,
         n_span_items=int(with_labels.sum()) if span_predictor else 0,
         n_span_answered=int(with_answer.sum()),
-        spans=_span_scores(lines, spans, with_labels) if span_predictor else None,
-        spans_answered=_span_scores(lines, spans, with_answer) if span_predictor else None,
+        spans=_span_scores(counts, with_labels) if counts is not None else None,
+        spans_answered=_span_scores(counts, with_answer) if counts is not None else None,
     )
 
 
-def _span_scores(lines: _Lines, spans: ag.SpanLine, items: np.ndarray) -> Scores | None:
+def _span_scores(counts: np.ndarray, items: np.ndarray) -> Scores | None:
+    """Character P/R/F1 over ``items`` from :func:`ag.item_counts` against the labels."""
     if not items.any():
         return None
-    overlap, pred, gold = ag.line_counts(spans.on(items), lines.gold.on(items))
+    overlap, pred, gold = (int(n) for n in counts[:, items].sum(axis=1))
     return Scores.of(gd.PRF.from_counts(tp=overlap, fp=pred - overlap, fn=gold - overlap))
 
 

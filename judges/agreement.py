@@ -28,10 +28,12 @@ from juryflow.judges.records import VERDICT_THRESHOLD
 Level = Literal["interval", "ordinal", "nominal"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 SpanList = Sequence[tuple[int, int]]
 
 __all__ = [
     "ErrorCorrelation",
+    "ItemSpans",
     "Level",
     "SpanLine",
     "SpanList",
@@ -43,6 +45,7 @@ __all__ = [
     "error_correlation_report",
     "error_indicators",
     "fleiss_kappa",
+    "item_counts",
     "judge_bias",
     "krippendorff_alpha",
     "line_counts",
@@ -50,6 +53,7 @@ __all__ = [
     "micro_span_counts",
     "micro_span_f1",
     "pairwise_cohen_kappa",
+    "pairwise_line_f1",
     "pairwise_span_f1",
     "percent_agreement",
     "span_f1",
@@ -432,69 +436,190 @@ def _safe_ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
 
-def _on_one_line(spans_per_item: Sequence[SpanList | None], stride: int) -> IntArray:
-    """Every item's spans as one ``(k, 2)`` array on a single line where item ``i`` owns
-    ``[i * stride, (i + 1) * stride)``: spans of different items can then never touch, and
-    one merge (one sort) serves every item at once instead of a numpy call per item."""
-    flat = [
-        (i * stride + start, i * stride + end, start, end)
-        for i, spans in enumerate(spans_per_item)
-        if spans
-        for start, end in spans
-    ]
-    if not flat:
-        return np.zeros((0, 2), dtype=np.int64)
-    a = np.asarray(flat, dtype=np.int64)
-    if (a[:, 2] < 0).any() or (a[:, 3] < a[:, 2]).any():
-        bad = next(s for s in spans_per_item if s and any(x < 0 or y < x for x, y in s))
-        raise ValueError(f"spans must be (start, end) with 0 <= start <= end: {bad!r}")
-    return merge_spans(a[:, :2])
+@dataclass(frozen=True, slots=True, eq=False)
+class ItemSpans:
+    """One span set for every item as flat arrays, the form DuckDB hands them over in.
+
+    Span ``k`` is ``[start[k], end[k])`` on item ``item[k]``; ``item`` never decreases, so
+    each item's spans are one contiguous slice, in their stored order. ``answered[i]`` says
+    item ``i`` has a span list at all (possibly empty), as opposed to ``None``: a judge that
+    failed or scores only, a consensus below quorum, an item without span labels.
+    """
+
+    item: IntArray
+    start: IntArray
+    end: IntArray
+    answered: BoolArray
+
+    def __post_init__(self) -> None:
+        n = self.item.shape[0]
+        if self.start.shape != (n,) or self.end.shape != (n,):
+            raise ValueError("item, start and end need one entry per span each")
+        if n and (
+            (self.item[1:] < self.item[:-1]).any()
+            or self.item[0] < 0
+            or self.item[-1] >= self.answered.shape[0]
+        ):
+            raise ValueError("span items must be sorted item indexes below the item count")
+
+    @property
+    def n_items(self) -> int:
+        return int(self.answered.shape[0])
+
+    @classmethod
+    def from_lists(cls, spans_per_item: Sequence[SpanList | None]) -> ItemSpans:
+        """From per-item lists (``None`` = no answer), the form tests and notebooks write."""
+        answered = np.fromiter((s is not None for s in spans_per_item), dtype=bool)
+        counts = np.fromiter((len(s) if s else 0 for s in spans_per_item), dtype=np.int64)
+        pairs = np.asarray(
+            [pair for spans in spans_per_item if spans for pair in spans], dtype=np.int64
+        ).reshape(-1, 2)
+        item = np.repeat(np.arange(len(spans_per_item), dtype=np.int64), counts)
+        return cls(item, pairs[:, 0].copy(), pairs[:, 1].copy(), answered)
+
+    def to_lists(self) -> list[list[tuple[int, int]] | None]:
+        """Back to per-item lists of ``(start, end)``, ``None`` where not answered."""
+        bounds = np.searchsorted(self.item, np.arange(self.n_items + 1)).tolist()
+        pairs = list(zip(self.start.tolist(), self.end.tolist(), strict=True))
+        return [
+            pairs[bounds[i] : bounds[i + 1]] if said else None
+            for i, said in enumerate(self.answered.tolist())
+        ]
+
+    def max_end(self) -> int:
+        return int(self.end.max()) if self.end.size else 0
 
 
-def span_stride(*span_sets: Sequence[SpanList | None]) -> int:
+def span_stride(*span_sets: Sequence[SpanList | None] | ItemSpans) -> int:
     """A line length per item longer than any span end, for :class:`SpanLine`."""
-    ends = [end for spans_per_item in span_sets for s in spans_per_item if s for _, end in s]
+    ends = [
+        s.max_end() if isinstance(s, ItemSpans) else ItemSpans.from_lists(s).max_end()
+        for s in span_sets
+    ]
     return max(ends, default=0) + 1
 
 
-def _union_chars(a: IntArray, b: IntArray) -> int:
-    return _chars(merge_spans(np.concatenate([a, b]))) if a.size and b.size else 0
+def _per_item(item: IntArray, values: IntArray, n_items: int) -> IntArray:
+    """Sums of ``values`` per item, ``item`` sorted: differences of one cumulative sum."""
+    total = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    return np.diff(total[np.searchsorted(item, np.arange(n_items + 1))])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SpanLine:
     """One span set for every item (a judge's answers, the consensus, the human labels),
     merged once and placed on one line where item ``i`` owns ``[i * stride, (i + 1) *
-    stride)``. A report takes many figures from the same sets; each is then a mask and a
-    merge, not a pass over Python lists."""
+    stride)``: spans of different items can then never touch, and one merge (one sort)
+    serves every item at once. A report takes many figures from the same sets; each is
+    then a sum over the items wanted (:func:`item_counts`), not a pass over Python lists."""
 
     intervals: IntArray
-    answered: npt.NDArray[np.bool_]
+    """Sorted, disjoint ``(k, 2)`` intervals on the line."""
+    answered: BoolArray
     """Per item: a span list was given (possibly empty), as opposed to None."""
     stride: int
+    item: IntArray
+    """The item of each interval (intervals never cross an item's stretch of the line)."""
+    chars: IntArray
+    """Per item: the characters its spans cover, each counted once."""
 
     @classmethod
-    def of(cls, spans_per_item: Sequence[SpanList | None], stride: int) -> SpanLine:
-        answered = np.fromiter((s is not None for s in spans_per_item), dtype=bool)
-        return cls(_on_one_line(spans_per_item, stride), answered, stride)
+    def of(cls, spans_per_item: Sequence[SpanList | None] | ItemSpans, stride: int) -> SpanLine:
+        spans = (
+            spans_per_item
+            if isinstance(spans_per_item, ItemSpans)
+            else ItemSpans.from_lists(spans_per_item)
+        )
+        bad = np.flatnonzero((spans.start < 0) | (spans.end < spans.start))
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(
+                f"spans must be (start, end) with 0 <= start <= end: item {int(spans.item[k])} "
+                f"has {(int(spans.start[k]), int(spans.end[k]))}"
+            )
+        if spans.end.size and int(spans.end.max()) >= stride:
+            # A span reaching the next item's stretch would merge with that item's spans.
+            raise ValueError(f"stride {stride} must exceed every span end: use span_stride()")
+        offset = spans.item * stride
+        merged = merge_spans(np.column_stack([offset + spans.start, offset + spans.end]))
+        item = merged[:, 0] // stride
+        chars = _per_item(item, merged[:, 1] - merged[:, 0], spans.n_items)
+        return cls(merged, spans.answered, stride, item, chars)
 
-    def on(self, items: npt.NDArray[np.bool_]) -> IntArray:
-        """The intervals of the items marked in ``items`` only."""
-        return self.intervals[items[self.intervals[:, 0] // self.stride]]
+
+def _covered_before(line: IntArray, below: IntArray, x: IntArray) -> IntArray:
+    """How many characters of the sorted, disjoint ``line`` lie before each position ``x``.
+
+    ``below[k]`` is the length of the first ``k`` intervals. The intervals that start
+    before ``x`` are all whole except perhaps the last, so one binary search per position
+    does it."""
+    k = np.searchsorted(line[:, 0], x, side="left")
+    last = np.maximum(k - 1, 0)
+    partial = np.minimum(x, line[last, 1]) - line[last, 0]
+    return np.where(k > 0, below[last] + partial, 0)
+
+
+def _overlaps(a: IntArray, b: IntArray) -> IntArray:
+    """Per interval of ``a``: its characters inside ``b`` (both merged, on the same line):
+    those of ``b`` before its end minus those before its start, by binary search into
+    ``b``, with no sort of the two together."""
+    if not a.size or not b.size:
+        return np.zeros(a.shape[0], dtype=np.int64)
+    below = np.concatenate([[0], np.cumsum(b[:, 1] - b[:, 0])[:-1]])
+    return _covered_before(b, below, a[:, 1]) - _covered_before(b, below, a[:, 0])
 
 
 def line_counts(a: IntArray, b: IntArray) -> tuple[int, int, int]:
-    """``(overlap, chars_a, chars_b)`` of two merged sets on the same line."""
-    chars_a, chars_b = _chars(a), _chars(b)
-    overlap = chars_a + chars_b - _union_chars(a, b) if a.size and b.size else 0
-    return overlap, chars_a, chars_b
+    """``(overlap, chars_a, chars_b)`` of two merged sets on the same line.
+
+    >>> line_counts(np.array([[0, 5], [10, 20]]), np.array([[3, 12], [15, 16]]))
+    (5, 15, 10)
+    """
+    return int(_overlaps(a, b).sum()), _chars(a), _chars(b)
+
+
+def item_counts(a: SpanLine, b: SpanLine) -> IntArray:
+    """``(3, n_items)``: per item, the characters both lines cover, those ``a`` covers and
+    those ``b`` covers. Summed over the items to compare (``counts[:, items].sum(axis=1)``)
+    they give the micro ``(overlap, chars_a, chars_b)`` of those items.
+
+    >>> a = SpanLine.of([[(0, 5)], [(1, 4)]], 10)
+    >>> item_counts(a, SpanLine.of([[(3, 8)], None], 10)).tolist()
+    [[2, 0], [5, 3], [5, 0]]
+    """
+    if a.stride != b.stride or a.answered.size != b.answered.size:
+        raise ValueError("span lines to compare need the same stride and item count")
+    if a is b:
+        return np.stack([a.chars, a.chars, a.chars])
+    return np.stack([a.chars + b.chars - _union_chars(a, b), a.chars, b.chars])
+
+
+def _union_chars(a: SpanLine, b: SpanLine) -> IntArray:
+    """Per item, the characters either line covers: |A u B|, so that the overlap is
+    |A| + |B| - |A u B| (each set is disjoint). Both are sorted, so the stable sort of the
+    two together is one merge of two runs, not a full sort."""
+    starts = np.concatenate([a.intervals[:, 0], b.intervals[:, 0]])
+    ends = np.concatenate([a.intervals[:, 1], b.intervals[:, 1]])
+    if starts.size == 0:
+        return np.zeros(a.answered.size, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])
+    union_starts = starts[first]
+    return _per_item(
+        union_starts // a.stride,
+        np.maximum.reduceat(ends, first) - union_starts,
+        a.answered.size,
+    )
 
 
 def micro_span_counts(
     pred_per_item: Sequence[SpanList], ref_per_item: Sequence[SpanList]
 ) -> tuple[int, int, int]:
     """``(overlap, pred_chars, ref_chars)`` summed over items: :func:`span_f1` of every
-    item added up, computed in one pass (overlap = |A| + |B| - |A u B| on disjoint sets).
+    item added up, computed in one pass (every item's spans on one line, see
+    :class:`SpanLine`).
 
     >>> micro_span_counts([[(0, 5), (3, 8)], []], [[(6, 12)], [(0, 4)]])
     (2, 8, 10)
@@ -504,8 +629,9 @@ def micro_span_counts(
             f"{len(pred_per_item)} predicted span lists for {len(ref_per_item)} reference "
             "ones; need one of each per item"
         )
-    stride = span_stride(pred_per_item, ref_per_item)
-    return line_counts(_on_one_line(pred_per_item, stride), _on_one_line(ref_per_item, stride))
+    pred, ref = ItemSpans.from_lists(pred_per_item), ItemSpans.from_lists(ref_per_item)
+    stride = span_stride(pred, ref)
+    return line_counts(SpanLine.of(pred, stride).intervals, SpanLine.of(ref, stride).intervals)
 
 
 def micro_span_f1(pairs: Iterable[tuple[SpanList, SpanList]]) -> tuple[float, float, float]:
@@ -537,25 +663,32 @@ def pairwise_span_f1(
     did not answer that item (the pair is then compared on the items both answered). F1 is
     symmetric: ``2 * overlap / (chars_a + chars_b)`` summed over those items. When neither
     judge flagged a single character on them, F1 is ``NaN``: they agree there is nothing to
-    flag, but overlap F1 cannot express it (use the verdict kappas for that).
+    flag, but overlap F1 cannot express it (use the verdict kappas for that). ``lines``,
+    when given, are the judges' sets already on one line (:func:`pairwise_line_f1`).
 
     >>> pairwise_span_f1([[[(0, 4)], []], [[(2, 6)], [(0, 2)]]]).round(3).tolist()
     [[1.0, 0.4], [0.4, 1.0]]
     """
-    n_judges = len(spans_by_judge)
     n_items = {len(items) for items in spans_by_judge}
     if len(n_items) > 1:
         raise ValueError(f"every judge needs one entry per item, got lengths {sorted(n_items)}")
     if lines is None:
-        # Each judge's spans are merged once, on one line for all items; a pair then keeps
-        # the intervals of the items both judges answered.
-        stride = span_stride(*spans_by_judge)
-        lines = [SpanLine.of(items, stride) for items in spans_by_judge]
+        sets = [ItemSpans.from_lists(items) for items in spans_by_judge]
+        stride = span_stride(*sets)
+        lines = [SpanLine.of(spans, stride) for spans in sets]
+    return pairwise_line_f1(lines)
+
+
+def pairwise_line_f1(lines: Sequence[SpanLine]) -> FloatArray:
+    """:func:`pairwise_span_f1` of span sets already on one line (same stride and items):
+    each judge's spans are merged once, and a pair sums its per-item counts
+    (:func:`item_counts`) over the items both judges answered."""
+    n_judges = len(lines)
     out = np.full((n_judges, n_judges), np.nan)
     for i in range(n_judges):
         for j in range(i, n_judges):
             both = lines[i].answered & lines[j].answered
-            overlap, chars_a, chars_b = line_counts(lines[i].on(both), lines[j].on(both))
+            overlap, chars_a, chars_b = item_counts(lines[i], lines[j])[:, both].sum(axis=1)
             if chars_a + chars_b:
                 out[i, j] = out[j, i] = 2.0 * overlap / (chars_a + chars_b)
     return out
