@@ -29,6 +29,7 @@ from juryflow.interrupts import (
 from juryflow.judges.breaker import StoppedJudge, forget_run
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.judges.consensus import item_consensus
+from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.records import Item, Judgment
 from juryflow.prefect_env import quiet_stopped_run
@@ -44,7 +45,7 @@ from juryflow.storage.datasets import (
     select_items,
 )
 from juryflow.storage.journal import Journal, journal_path
-from juryflow.tasks import JudgedChunk, close_judges, judge_chunk, judge_for
+from juryflow.tasks import JudgedChunk, close_judges, judge_chunk
 from juryflow.workers import WorkerPool, default_workers
 
 T = TypeVar("T")
@@ -153,11 +154,11 @@ class ChunkRunner:
         self.done_consensus = store.consensus_item_ids(run_id)
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
-        judge = judge_for(spec, self.plan.panel.prices)
-        key_of = getattr(judge, "cache_key", None)
-        if not self.plan.use_cache or key_of is None or not items:
+        # Keys without a judge: with --workers this process makes no call (nor imports SDKs).
+        keyer = CacheKeys.of(spec)
+        if not self.plan.use_cache or keyer is None or not items:
             return []
-        keys = {item.item_id: key_of(item) for item in items}
+        keys = {item.item_id: keyer.cache_key(item) for item in items}
         found = await asyncio.to_thread(self.plan.store.cached_judgments, list(keys.values()))
         return [
             dataclasses.replace(
@@ -165,7 +166,7 @@ class ChunkRunner:
                 item_id=item_id,
                 judge_id=spec.id,
                 cached=True,
-                verdict_threshold=getattr(judge, "verdict_threshold", found[key].verdict_threshold),
+                verdict_threshold=keyer.verdict_threshold,
             )
             for item_id, key in keys.items()
             if key in found

@@ -8,6 +8,7 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from juryflow.judges.anchoring import anchor_spans
 from juryflow.judges.breaker import CircuitBreaker, JudgeStopped
@@ -23,6 +24,32 @@ from juryflow.judges.retry import RetriesExhausted, call_with_retries
 from juryflow.prompts.loader import PromptError, PromptTemplate
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKeys:
+    """An LLM judge's cache keys and verdict threshold, without its model client: the flow
+    looks answers up in the cache where the calls are made elsewhere (``--workers``), and
+    need not import the SDKs for that."""
+
+    spec: JudgeSpec
+    template: PromptTemplate
+
+    @classmethod
+    def of(cls, spec: JudgeSpec) -> CacheKeys | None:
+        """None for a judge that is not an LLM judge (no cache)."""
+        return None if spec.provider == "offline" else cls(spec, spec.template())
+
+    @property
+    def verdict_threshold(self) -> float:
+        # The panel may override the threshold the prompt declares.
+        if self.spec.verdict_threshold is not None:
+            return self.spec.verdict_threshold
+        return self.template.verdict_threshold
+
+    def cache_key(self, item: Item) -> str:
+        """Identifies the answer this judge would give ``item``; raises PromptError."""
+        return prompt_cache_key(self.spec, self.template.render(item.variables))
 
 
 def prompt_cache_key(spec: JudgeSpec, prompt: str) -> str:
@@ -59,12 +86,8 @@ class LLMJudge:
         self.judge_id: str = spec.id
         self.output_kind: OutputKind = template.output_kind
         self.model: str = spec.model
-        # The panel may override the threshold the prompt declares.
-        self.verdict_threshold: float = (
-            spec.verdict_threshold
-            if spec.verdict_threshold is not None
-            else template.verdict_threshold
-        )
+        self.keys = CacheKeys(spec, template)
+        self.verdict_threshold: float = self.keys.verdict_threshold
         self.limiter = limiter if limiter is not None else limiter_for(spec)
         # The client's connection pool is sized to what this judge's limiter lets in flight.
         size_pool = getattr(client, "size_pool", None)
@@ -85,7 +108,7 @@ class LLMJudge:
 
     def cache_key(self, item: Item) -> str:
         """Identifies the answer this judge would give ``item``; raises PromptError."""
-        return self._cache_key(self.template.render(item.variables))
+        return self.keys.cache_key(item)
 
     def _cache_key(self, prompt: str) -> str:
         return prompt_cache_key(self.spec, prompt)

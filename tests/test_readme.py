@@ -158,6 +158,10 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         '"cd", "myproject", "&&", "juryflow", "run"',
     ),
     "juryflow stub-server --port 8765 &": ("tests/test_init.py", '"stub-server", "--port"'),
+    "juryflow run data.jsonl --panel panel.yaml --workers 2": (
+        "tests/test_workers.py",
+        '"--workers", "2"',
+    ),
     "juryflow run data.jsonl --panel panel_llm.yaml": (
         "tests/test_init.py",
         '"run", "data.jsonl", "--panel", "panel_llm.yaml"',
