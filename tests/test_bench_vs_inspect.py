@@ -95,6 +95,8 @@ def test_the_bench_runs_both_tools_on_a_small_job() -> None:
             "20",
             "--prefect",
             "server",
+            "--workers",
+            "1,2",
         ],
         cwd=REPO,
         capture_output=True,
@@ -103,7 +105,8 @@ def test_the_bench_runs_both_tools_on_a_small_job() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "| juryflow (running Prefect server) |" in out
+    assert "| juryflow --workers 1 (running Prefect server) |" in out
+    assert "| juryflow --workers 2 (running Prefect server) |" in out
     assert "| Inspect AI 0.3.285 |" in out
-    assert out.count("answers {'ok': 60}") == 2, out
+    assert out.count("answers {'ok': 60}") == 3, out
     assert "judging-phase throughput" in out and "targets:" in out
