@@ -130,8 +130,12 @@ def ensure_views(store: Store) -> None:
             "WHERE NOT internal AND list_contains(?, view_name)",
             [list(_CURRENT_VIEWS)],
         ).fetchone()
-        version = con.execute("SELECT max(version) FROM schema_version").fetchone()
-    if row is None or int(row[0]) < len(_CURRENT_VIEWS):
+        # A store with the views has a schema version (an empty file has neither).
+        complete = row is not None and int(row[0]) == len(_CURRENT_VIEWS)
+        version = (
+            con.execute("SELECT max(version) FROM schema_version").fetchone() if complete else None
+        )
+    if not complete:
         store.migrate()
     elif version is None or version[0] is None or int(version[0]) < LATEST_VERSION:
         # The views it has give the same rows, only slower: a store this user cannot

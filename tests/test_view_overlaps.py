@@ -366,3 +366,29 @@ def test_bench_views_checks_the_baseline() -> None:
 def test_bench_storage_writes_and_counts() -> None:
     out = _bench_output("bench/bench_storage.py", "--rows", "20000", "--batch", "5000")
     assert "bulk: " in out and "per-transaction: " in out and "judgment rows/s" in out, out
+
+
+def test_reading_a_store_at_an_older_schema_brings_it_up_to_date(tmp_path: Path) -> None:
+    """`juryflow agreement` on a store whose views all exist, at schema 4: it migrates, so
+    the views read the stored overlaps instead of the older, slower definitions."""
+    from juryflow.storage.analysis import ensure_views
+
+    path = tmp_path / "s.duckdb"
+    new_store(path)
+    _to_version_4(path)
+    con = duckdb.connect(str(path))
+    try:
+        for statement in bench.baseline_statements():
+            con.execute(statement)
+        for view in SPAN_VIEWS:  # as a version-4 store has them: computed at query time
+            con.execute(f"CREATE VIEW {view} AS SELECT * FROM baseline_{view}")
+    finally:
+        con.close()
+    ensure_views(Store(path))
+    _, rows = Store(path).query("SELECT max(version) FROM schema_version")
+    assert rows == [(LATEST_VERSION,)]
+    _, rows = Store(path).query(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'judge_pair_agreement' "
+        "AND sql LIKE '%span_overlaps%'"
+    )
+    assert rows == [(1,)]
