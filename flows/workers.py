@@ -296,16 +296,17 @@ class WorkerPool:
         self._runner.__enter__()
         self._reader = threading.Thread(target=self._read, name="juryflow-workers", daemon=True)
         self._reader.start()
-        for index in range(self.workers):
-            parameters = {
-                "index": index,
-                "workers": self.workers,
-                "chunks_at_once": self._chunks_at_once,
-            }
-            # An async task's future resolves to its result, not to a coroutine.
-            future = cast("PrefectFuture[int]", self._runner.submit(judge_worker, parameters))
-            future.add_done_callback(self._worker_ended)
-            self._futures.append(future)
+        with _this_api_for_workers():
+            for index in range(self.workers):
+                parameters = {
+                    "index": index,
+                    "workers": self.workers,
+                    "chunks_at_once": self._chunks_at_once,
+                }
+                # An async task's future resolves to its result, not to a coroutine.
+                future = cast("PrefectFuture[int]", self._runner.submit(judge_worker, parameters))
+                future.add_done_callback(self._worker_ended)
+                self._futures.append(future)
 
     def configure(
         self,
@@ -399,6 +400,25 @@ class WorkerPool:
         for waiting in self._waiting.values():
             if not waiting.done():
                 waiting.set_exception(RuntimeError(failure))
+
+
+def _this_api_for_workers() -> contextlib.AbstractContextManager[Any]:
+    """Point the workers at this process's Prefect API.
+
+    The settings travel to the workers with the task's context. With no API URL set, each
+    worker would start an ephemeral server of its own (seconds and ~250 MB each); the URL of
+    this process's ephemeral server goes with them instead.
+    """
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    if get_current_settings().api.url:
+        return contextlib.nullcontext()
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer._instances.get(None)
+    if server is None or not server.running:
+        return contextlib.nullcontext()
+    return temporary_settings(updates={PREFECT_API_URL: server.api_url})
 
 
 def _end_reason(future: PrefectFuture[int]) -> str:

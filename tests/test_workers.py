@@ -25,6 +25,7 @@ from tests.test_interrupts import (
     assert_interrupted_cleanly,
     descendants,
     signal_and_watch,
+    standalone_env,
     wait_for_judgments,
     wait_gone,
 )
@@ -256,3 +257,33 @@ def test_a_worker_killed_under_the_run_fails_it_in_one_line(tmp_path: Path) -> N
     assert rows(db, "SELECT count(*), count(DISTINCT (item_id, judge_id)) FROM judgments") == [
         (ITEMS * len(JUDGES), ITEMS * len(JUDGES))
     ]
+
+
+def prefect_servers(pid: int) -> list[psutil.Process]:
+    return [
+        p
+        for p in descendants(pid)
+        if any(s in " ".join(p.cmdline()) for s in ("prefect.server.api", "prefect_server"))
+    ]
+
+
+def test_workers_share_the_runs_ephemeral_prefect_server(tmp_path: Path) -> None:
+    """With no PREFECT_API_URL, juryflow starts one ephemeral server; the workers must use it
+    rather than start one each (seconds and ~250 MB apiece)."""
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", 60)
+    db = tmp_path / "ephemeral.duckdb"
+    env = standalone_env()
+    env["JURYFLOW_TEST_KEY"] = KEY
+    with running_stub_server(StubConfig(latency_ms=100, seed=5)) as stub:
+        panel = write_panel(tmp_path / "panel.yaml", stub, concurrency=4)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel),
+             "--db", str(db), "--chunk-size", "20", "--workers", "2"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        wait_for_judgments(child, db, at_least=30)
+        wait_for_workers(child.pid, 2)
+        servers = prefect_servers(child.pid)
+        out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, out + err
+    assert len(servers) == 1, [" ".join(p.cmdline())[:120] for p in servers]
