@@ -5,6 +5,7 @@ Import this module before anything that imports Prefect: :func:`prefect_env` mus
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -134,3 +136,53 @@ def temp_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
 
 def now() -> float:
     return time.perf_counter()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(api_url: str, timeout: float = 120.0) -> float:
+    """Seconds until a Prefect API answers ``/health``; RuntimeError past ``timeout``."""
+    import urllib.request
+
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            with urllib.request.urlopen(f"{api_url}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return time.perf_counter() - start
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the Prefect server at {api_url} did not become healthy")
+
+
+@contextlib.contextmanager
+def background_prefect_server(env: dict[str, str]) -> Iterator[tuple[str, int | None]]:
+    """``prefect server start --background`` on a free port, with ``env`` (its
+    PREFECT_HOME: the server's database and pid file); yields its API URL and pid, and
+    stops it on the way out."""
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    server_env = {
+        **{k: v for k, v in env.items() if k != "PREFECT_API_URL"},
+        "PREFECT_SERVER_API_PORT": str(port),
+    }
+    subprocess.run(
+        [prefect, "server", "start", "--background"],
+        env=server_env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_healthy(api)
+        pid_file = Path(server_env["PREFECT_HOME"]) / "server.pid"
+        yield api, int(pid_file.read_text()) if pid_file.exists() else None
+    finally:
+        subprocess.run([prefect, "server", "stop"], env=server_env, stdout=subprocess.DEVNULL)

@@ -33,6 +33,7 @@ LOCK_WAIT_ENV = "JURYFLOW_LOCK_WAIT_SECONDS"
 LOCK_NOTICE_SECONDS = 30.0
 MEMORY_LIMIT_ENV = "JURYFLOW_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "256MB"
+CHUNK_WRITE_MEMORY_LIMIT = "64MB"
 
 
 def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
@@ -43,6 +44,18 @@ def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     run's memory flat (``$JURYFLOW_DUCKDB_MEMORY_LIMIT`` changes it).
     """
     return {"memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)}
+
+
+def chunk_write_memory_limit() -> str | None:
+    """The buffer pool of a run's chunk write, or None to keep the connection's own.
+
+    The checkpoint that closes each chunk's connection reads back the ``items`` table
+    (its primary key makes DuckDB rewrite the row group), so with the default 256 MB limit
+    its peak grew with the items stored (by about their size) up to the limit. Chunk writes
+    need far less (a 1,000,000-key primary key is written under 16 MB), so they get a small
+    pool; an explicit ``$JURYFLOW_DUCKDB_MEMORY_LIMIT`` is the user's choice and is kept.
+    """
+    return None if MEMORY_LIMIT_ENV in os.environ else CHUNK_WRITE_MEMORY_LIMIT
 
 
 class StoreError(RuntimeError):

@@ -19,7 +19,12 @@ import pyarrow.compute as pc
 
 from juryflow.judges import span_overlaps as so
 from juryflow.judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
-from juryflow.storage.connection import StoreError, connect, resolve_db_path
+from juryflow.storage.connection import (
+    StoreError,
+    chunk_write_memory_limit,
+    connect,
+    resolve_db_path,
+)
 from juryflow.storage.datasets import RowError
 from juryflow.storage.paths import probe_directory, reason
 from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
@@ -156,6 +161,11 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{path} is a damaged juryflow store: table {', '.join(missing)} is missing; "
             "restore the file from a backup, or pass --db a new path"
         )
+
+
+class _PoolTooSmall(Exception):
+    """A chunk write ran out of the small buffer pool of chunk writes, inside its
+    transaction (rolled back)."""
 
 
 class Store:
@@ -328,12 +338,39 @@ class Store:
         consensus: Sequence[Consensus],
     ) -> None:
         """A finished chunk in one transaction: its items, judgments and consensus."""
+        # A held session keeps its own buffer pool; a chunk's own connection gets the small
+        # one of chunk writes (see chunk_write_memory_limit).
+        limit = chunk_write_memory_limit() if self._held is None else None
+        try:
+            self._write_chunk(run_id, items, judgments, consensus, limit)
+        except _PoolTooSmall:
+            # Long texts can need more than the small pool; the transaction was rolled
+            # back, so the chunk is written again, with the store's own limit.
+            self._write_chunk(run_id, items, judgments, consensus, None)
+
+    def _write_chunk(
+        self,
+        run_id: str,
+        items: Sequence[Item],
+        judgments: Sequence[Judgment],
+        consensus: Sequence[Consensus],
+        memory_limit: str | None,
+    ) -> None:
         with self.write() as con:
-            if items:
-                _insert_items(con, run_id, items)
-            judge_sets = _insert_judgments(con, run_id, judgments) if judgments else None
-            consensus_sets = _insert_consensus(con, run_id, consensus) if consensus else None
-            _record_span_sets(con, run_id, items, judge_sets, consensus_sets)
+            if memory_limit is not None:
+                # The setting outlives the transaction until this connection closes, so
+                # it bounds the checkpoint at the close too.
+                con.execute(f"SET memory_limit = '{memory_limit}'")
+            try:
+                if items:
+                    _insert_items(con, run_id, items)
+                judge_sets = _insert_judgments(con, run_id, judgments) if judgments else None
+                consensus_sets = _insert_consensus(con, run_id, consensus) if consensus else None
+                _record_span_sets(con, run_id, items, judge_sets, consensus_sets)
+            except duckdb.OutOfMemoryException as error:
+                if memory_limit is None:
+                    raise
+                raise _PoolTooSmall from error  # before COMMIT: nothing of it is stored
 
     def insert_row_errors(self, run_id: str, errors: Sequence[RowError]) -> None:
         if not errors:
