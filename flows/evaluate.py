@@ -145,9 +145,8 @@ class ChunkRunner:
         for judgment in store.load_judgments(run_id, without_consensus=True):
             self.stored.setdefault(judgment.item_id, []).append(judgment)
         stored_pairs = store.judged_pairs(run_id)
-        for judgment in self.journal.replay():
-            if (judgment.item_id, judgment.judge_id) not in stored_pairs:
-                self.replayed.setdefault(judgment.item_id, []).append(judgment)
+        for judgment in self.journal.replay(keep=lambda i, j: (i, j) not in stored_pairs):
+            self.replayed.setdefault(judgment.item_id, []).append(judgment)
         self.done_pairs = stored_pairs | {
             (j.item_id, j.judge_id) for js in self.replayed.values() for j in js
         }
@@ -298,11 +297,7 @@ class ChunkRunner:
         if not items:
             return 0
         stored = self.plan.store.judged_pairs(self.plan.run_id)
-        completed = [
-            j
-            for j in self.journal.replay()
-            if j.item_id in items and (j.item_id, j.judge_id) not in stored
-        ]
+        completed = self.journal.replay(keep=lambda i, j: i in items and (i, j) not in stored)
         if completed:
             judged = {j.item_id for j in completed}
             self.plan.store.write_chunk(

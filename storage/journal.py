@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ def judgment_to_json(judgment: Judgment) -> str:
 
 
 def judgment_from_json(text: str) -> Judgment:
-    data: dict[str, Any] = json.loads(text)
+    return _judgment_from_data(json.loads(text))
+
+
+def _judgment_from_data(data: dict[str, Any]) -> Judgment:
     data["spans"] = tuple(Span(**span) for span in data.get("spans", ()))
     data["usage"] = Usage(**data.get("usage", {}))
     return Judgment(**data)
@@ -68,18 +72,26 @@ class Journal:
             os.close(self._fd)
             self._fd = None
 
-    def replay(self) -> list[Judgment]:
-        """Judgments in the journal; a line cut short by the kill is skipped."""
+    def replay(self, keep: Callable[[str, str], bool] | None = None) -> list[Judgment]:
+        """Judgments in the journal; a line cut short by the kill is skipped.
+
+        ``keep(item_id, judge_id)`` picks the ones wanted before a judgment is built: a
+        killed long run's journal holds every judgment since it started, most of them
+        stored already, and only the others need to be in memory.
+        """
         if not self.path.exists():
             return []
         judgments: dict[tuple[str, str], Judgment] = {}
         with self.path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:
-                    judgment = judgment_from_json(line)
-                except (ValueError, TypeError):
+                    data = json.loads(line)
+                    pair = (str(data["item_id"]), str(data["judge_id"]))
+                    if keep is not None and not keep(*pair):
+                        continue
+                    judgments[pair] = _judgment_from_data(data)
+                except (ValueError, TypeError, KeyError):
                     continue
-                judgments[(judgment.item_id, judgment.judge_id)] = judgment
         return list(judgments.values())
 
     def remove(self) -> None:

@@ -68,3 +68,19 @@ def test_journal_round_trips_and_skips_a_torn_last_line(tmp_path: Path) -> None:
     assert sorted(journal.replay(), key=lambda j: j.item_id) == [first, second]
     journal.remove()
     assert not (tmp_path / "j").exists()
+
+
+def test_journal_replays_only_the_judgments_asked_for(tmp_path: Path) -> None:
+    """A resume keeps in memory only what the store lacks, not the whole journal."""
+    journal = Journal(tmp_path / "j" / "run.jsonl")
+    for item in ("a", "b", "c"):
+        journal.append(judgment(item, "x"))
+    journal.append(judgment("b", "y"))
+    journal.append(judgment("b", "y", None))  # a retry's later line wins, as without keep
+    journal.close()
+    kept = journal.replay(keep=lambda item, judge: item == "b")
+    assert sorted((j.item_id, j.judge_id, j.score) for j in kept) == [
+        ("b", "x", judgment("b", "x").score),
+        ("b", "y", None),
+    ]
+    assert journal.replay(keep=lambda item, judge: False) == []
