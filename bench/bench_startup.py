@@ -22,16 +22,23 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
-from _common import KEY_ENV, REPO, machine, prefect_env, synth_dataset, temp_dir
+from _common import (
+    KEY_ENV,
+    REPO,
+    free_port,
+    machine,
+    prefect_env,
+    synth_dataset,
+    temp_dir,
+    wait_healthy,
+)
 
 from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
 
@@ -40,12 +47,6 @@ MODES: tuple[tuple[str, dict[str, str]], ...] = (
     ("running server", {"PREFECT_API_URL": "{api}"}),
     ("ephemeral", {}),
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_panel(path: Path, stub: StubHandle) -> Path:
@@ -89,19 +90,6 @@ def timed_run(
     if first != first and stub.stats.requests() > before:
         first = ended  # the call and the exit fell in the same poll interval
     return first, ended
-
-
-def wait_healthy(url: str, timeout: float = 120.0) -> float:
-    start = time.perf_counter()
-    while time.perf_counter() - start < timeout:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return time.perf_counter() - start
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the Prefect server at {url} did not become healthy")
 
 
 def killed_run_leftovers(env: dict[str, str], dataset: Path, panel: Path, db: Path) -> int:

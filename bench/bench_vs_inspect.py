@@ -46,7 +46,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-PREFECT = str(Path(sys.executable).with_name("prefect"))
 INSPECT_TASK = Path(__file__).resolve().with_name("inspect_job.py")
 MODELS = (
     ("anthropic", "stub-spans-good"),
@@ -287,27 +286,6 @@ def inspect_prompts(dataset: Path, out: Path) -> Path:
     return out
 
 
-def wait_healthy(url: str, timeout: float = 120.0) -> None:
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"the Prefect server at {url} did not become healthy")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def row(m: Measure, ideal: float) -> str:
     return (
         f"| {m.label} | {m.wall:.2f} s | {m.phase:.2f} s, {m.ideal_fraction(ideal):.1%} "
@@ -357,36 +335,30 @@ def main() -> None:
         panel = _common.write_stub_panel(tmp / "panel.yaml", base, base + "/v1", args.concurrency)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
-        port = free_port()
-        api = f"http://127.0.0.1:{port}/api"
-        server_env = {**env, "PREFECT_SERVER_API_PORT": str(port)}
-        server_started = False
         try:
             if args.prefect in ("both", "server"):
-                subprocess.run(
-                    [PREFECT, "server", "start", "--background"],
-                    env=server_env,
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
-                server_started = True
-                wait_healthy(api)
-                pid_file = tmp / "prefect-home" / "server.pid"
-                server_pid = int(pid_file.read_text()) if pid_file.exists() else None
-                for workers in worker_counts:
-                    db = tmp / f"server-{workers}.duckdb"
-                    command = [*juryflow, "--db", str(db), "--no-cache", "--workers", str(workers)]
-                    results.append(
-                        measure(
-                            f"juryflow --workers {workers} (running Prefect server)",
-                            command,
-                            {**env, "PREFECT_API_URL": api},
-                            _common.REPO,
-                            base,
-                            tmp / f"juryflow-server-{workers}.log",
-                            server_pid,
+                with _common.background_prefect_server(env) as (api, server_pid):
+                    for workers in worker_counts:
+                        db = tmp / f"server-{workers}.duckdb"
+                        command = [
+                            *juryflow,
+                            "--db",
+                            str(db),
+                            "--no-cache",
+                            "--workers",
+                            str(workers),
+                        ]
+                        results.append(
+                            measure(
+                                f"juryflow --workers {workers} (running Prefect server)",
+                                command,
+                                {**env, "PREFECT_API_URL": api},
+                                _common.REPO,
+                                base,
+                                tmp / f"juryflow-server-{workers}.log",
+                                server_pid,
+                            )
                         )
-                    )
             if args.prefect in ("both", "ephemeral"):
                 workers = worker_counts[-1]
                 db = tmp / "ephemeral.duckdb"
@@ -430,10 +402,6 @@ def main() -> None:
                     )
                 )
         finally:
-            if server_started:
-                subprocess.run(
-                    [PREFECT, "server", "stop"], env=server_env, stdout=subprocess.DEVNULL
-                )
             stub.terminate()
             stub.wait(10)
     report(results, args)
