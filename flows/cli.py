@@ -382,6 +382,14 @@ from juryflow.cli_runs import register as _register_runs  # noqa: E402
 
 _register_runs(app)  # `runs` and `export`
 
+from juryflow.cli_view import register as _register_view  # noqa: E402
+
+_register_view(app)  # `view`
+
+from juryflow.cli_annotations import register as _register_annotations  # noqa: E402
+
+_register_annotations(app)  # `export-annotations`
+
 
 def main() -> None:
     try:

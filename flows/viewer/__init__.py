@@ -1,0 +1,1 @@
+"""`juryflow view`: a local web app over the store, and the templates the static report shares."""
