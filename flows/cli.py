@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from juryflow.allocator import limit_malloc_arenas
 from juryflow.prefect_env import apply_offline_defaults, quiet_prefect_logging
 
+limit_malloc_arenas()  # before Prefect and DuckDB start their threads
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
 from juryflow import output  # noqa: E402  (Prefect settings must be in place first)

@@ -18,6 +18,7 @@ from prefect.states import Cancelled
 from prefect.utilities.annotations import quote
 
 from juryflow import progress
+from juryflow.allocator import release_free_heap
 from juryflow.interrupts import (
     EXIT_CODES,
     InterruptedRun,
@@ -31,7 +32,7 @@ from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.judges.consensus import item_consensus
 from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
-from juryflow.judges.records import Item, Judgment
+from juryflow.judges.records import Consensus, Item, Judgment
 from juryflow.prefect_env import quiet_stopped_run
 from juryflow.run_figures import run_figures
 from juryflow.run_health import health
@@ -269,13 +270,19 @@ class ChunkRunner:
             if self.closed:
                 return 0  # the run has ended: its status row is final, nothing lands after it
             await _finish_even_if_cancelled(
-                asyncio.to_thread(
-                    self.plan.store.write_chunk, self.plan.run_id, items, new, consensus
-                )
+                asyncio.to_thread(self._write_chunk, items, new, consensus)
             )
             del self.in_flight[index]
         progress.report("items_done", len(items))
         return len(items)
+
+    def _write_chunk(
+        self, items: list[Item], judgments: list[Judgment], consensus: list[Consensus]
+    ) -> None:
+        self.plan.store.write_chunk(self.plan.run_id, items, judgments, consensus)
+        # The write's Arrow tables and DuckDB's checkpoint are the run's largest short-lived
+        # allocations; handing their pages back keeps the next chunk's peak where this one's was.
+        release_free_heap()
 
     async def close(self, cancel: bool = True) -> None:
         """No chunk writes after this returns (a write in progress finishes first), and no

@@ -129,7 +129,10 @@ def _worker_channels() -> Channels | None:
 
 def _start_worker_process(channels: Channels, parent: int) -> None:
     """Runs once in each worker process, before any task."""
+    from juryflow.allocator import limit_malloc_arenas
     from juryflow.prefect_server import die_with_parent
+
+    limit_malloc_arenas()
 
     _channels.append(channels)
     # Killed with SIGKILL, the flow process cannot stop its workers: they leave by
