@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from juryflow.judges import agreement as ag
 from juryflow.judges import gold as gd
 from juryflow.storage import analysis as sa
+from juryflow.storage.annotation_labels import labels_view
+from juryflow.storage.annotations import GoldSource
 from juryflow.storage.store import Store
 
 __all__ = [
@@ -222,6 +224,9 @@ class AgreementReport(_Frozen):
     unlocalised: int = 0
     """Items where the judges agree something is wrong but no character won the span vote."""
     reliability: Reliability | None = None
+    gold_source: GoldSource = "dataset"
+    """Whose labels the accuracy is against (``--gold``): the dataset's, reviewers'
+    annotations, or both (an item's newest annotation replaces its dataset label)."""
 
     # -- the same numbers as Arrow tables, for notebooks (juryflow.api) ------------------
 
@@ -579,9 +584,12 @@ def _span_scores(counts: np.ndarray, items: np.ndarray) -> Scores | None:
     return Scores.of(gd.PRF.from_counts(tp=overlap, fp=pred - overlap, fn=gold - overlap))
 
 
-def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport:
-    """Every agreement and accuracy figure of a run (the latest run when ``run_id`` is None)."""
-    data = sa.load_run_data(store, run_id)
+def agreement_report(
+    store: Store, run_id: str | None = None, gold: GoldSource = "dataset"
+) -> AgreementReport:
+    """Every agreement and accuracy figure of a run (the latest run when ``run_id`` is None),
+    accuracy against the labels of gold source ``gold``."""
+    data = sa.load_run_data(store, run_id, gold)
     notes: list[str] = []
     n_judges = len(data.judge_ids)
     if n_judges == 0:
@@ -591,15 +599,15 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
     for j, judge_id in enumerate(data.judge_ids):
         if np.isnan(data.scores[j]).all():
             notes.append(f"judge {judge_id!r} scored no item: left out of every statistic")
-    gold = data.has_gold
-    if not gold:
-        notes.append("no human labels in this run: accuracy against gold omitted")
+    has_gold = data.has_gold
+    if not has_gold:
+        notes.append(_NO_LABELS[gold])
     elif not data.has_gold_spans:
         notes.append("no human span labels in this run: span accuracy omitted")
 
     lines = _Lines.of(data)
     everyone = list(range(n_judges))
-    groups = [_group(data, lines, "all judges", None, everyone, gold)]
+    groups = [_group(data, lines, "all judges", None, everyone, has_gold)]
     by_prompt: dict[str, list[int]] = {}
     for j, judge_id in enumerate(data.judge_ids):
         by_prompt.setdefault(data.prompts[judge_id] or NO_PROMPT, []).append(j)
@@ -607,11 +615,11 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
         for prompt, rows in by_prompt.items():
             label = "no prompt (offline detectors)" if prompt == NO_PROMPT else f"prompt {prompt}"
             groups.append(
-                _group(data, lines, label, None if prompt == NO_PROMPT else prompt, rows, gold)
+                _group(data, lines, label, None if prompt == NO_PROMPT else prompt, rows, has_gold)
             )
 
     accuracy: list[Accuracy] = []
-    if gold:
+    if has_gold:
         for j, judge_id in enumerate(data.judge_ids):
             span_judge = data.output_kinds[judge_id] == "spans"
             accuracy.append(
@@ -641,10 +649,19 @@ def agreement_report(store: Store, run_id: str | None = None) -> AgreementReport
         judges=data.judge_ids,
         groups=groups,
         judge_summaries=[_judge_summary(data, lines, j) for j in range(n_judges)],
-        has_gold=gold,
+        has_gold=has_gold,
         accuracy=accuracy,
         notes=notes,
+        gold_source=gold,
     )
+
+
+_NO_LABELS: dict[str, str] = {
+    "dataset": "no human labels in this run: accuracy against gold omitted",
+    "annotations": "no annotated item in this run: accuracy against annotations omitted "
+    "(annotate items with `juryflow view`)",
+    "both": "no human labels or annotations in this run: accuracy against gold omitted",
+}
 
 
 def _reliability(data: sa.RunData) -> Reliability | None:
@@ -747,11 +764,15 @@ class DisputedItem(_Frozen):
     """The judged text (the ``response``, else ``output`` variable) the offsets point into."""
 
 
-def disagreements(store: Store, run_id: str | None = None, top: int = 10) -> list[DisputedItem]:
-    """The ``top`` most disputed items of a run, ranked by the ``item_disagreement`` view."""
+def disagreements(
+    store: Store, run_id: str | None = None, top: int = 10, gold: GoldSource = "dataset"
+) -> list[DisputedItem]:
+    """The ``top`` most disputed items of a run, ranked by the ``item_disagreement`` view,
+    with the human labels of gold source ``gold``."""
+    labels_view(gold)
     rid = sa.resolve_run(store, run_id).run_id
     ranked = sa.top_disagreements(store, rid, top)
-    details = sa.item_details(store, rid, [str(r["item_id"]) for r in ranked])
+    details = sa.item_details(store, rid, [str(r["item_id"]) for r in ranked], gold)
     out: list[DisputedItem] = []
     for row in ranked:
         detail = details[str(row["item_id"])]

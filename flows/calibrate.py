@@ -18,8 +18,22 @@ from juryflow.judges.consensus import coverage
 from juryflow.judges.gold import PRF
 from juryflow.judges.panel import parse_panel
 from juryflow.judges.reducers import ConsensusRule
-from juryflow.storage.analysis import CalibrationRows, calibration_rows
+from juryflow.storage.analysis import CalibrationRows, RunNotFound, calibration_rows
+from juryflow.storage.annotations import GoldSource
 from juryflow.storage.store import CalibrationRecord, Store
+
+
+class NoLabels(RunNotFound):
+    """The run has no labels of the chosen gold source; the message names how to get some."""
+
+
+_HOW_TO_LABEL = {
+    "dataset": "its dataset has no `labels` / `hallucinated` columns; annotate items with "
+    "`juryflow view` and pass --gold annotations, or run a labelled dataset",
+    "annotations": "annotate some with `juryflow view` (its queue walks the most disputed "
+    "first), or use --gold dataset",
+    "both": "annotate some with `juryflow view`, or run a labelled dataset",
+}
 
 
 def calibration_data(rows: CalibrationRows, quorum: int) -> CalibrationData:
@@ -88,9 +102,16 @@ def run_calibration(
     folds: int = 5,
     seed: int = 0,
     group_column: str | None = None,
+    gold: GoldSource = "dataset",
 ) -> tuple[CalibrationResult, CalibrationRecord]:
-    """Calibrate on RUN and store the result as NAME (replacing an older one)."""
-    rows = calibration_rows(store, run_id, group_column)
+    """Calibrate on RUN against the labels of gold source ``gold`` and store the result as
+    NAME (replacing an older one)."""
+    rows = calibration_rows(store, run_id, group_column, gold)
+    if all(g is None for g in rows.gold_hallucinated) and all(s is None for s in rows.gold_spans):
+        raise NoLabels(
+            f"run {rows.info.run_id} has no item labelled by --gold {gold}: "
+            f"{_HOW_TO_LABEL[gold]}"
+        )
     run = store.get_run(rows.info.run_id)
     assert run is not None  # calibration_rows resolved it
     panel = parse_panel(run.panel, f"run {run.run_id}")
@@ -108,7 +129,7 @@ def run_calibration(
         folds=folds,
         group_column=rows.group_column,
         seed=seed,
-        report=report_dict(result, rows.group_column),
+        report=report_dict(result, rows.group_column, gold),
     )
     store.save_calibration(record)
     return result, record
@@ -120,9 +141,12 @@ def _prf(prf: PRF | None) -> dict[str, float] | None:
     return {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
 
 
-def report_dict(result: CalibrationResult, group_column: str | None) -> dict[str, Any]:
+def report_dict(
+    result: CalibrationResult, group_column: str | None, gold: GoldSource = "dataset"
+) -> dict[str, Any]:
     """The calibration's figures as plain JSON (stored, and printed by ``--format json``)."""
     return {
+        "gold_source": gold,
         "rule": str(result.rule),
         "folds": result.folds,
         "items": result.n_items,

@@ -26,6 +26,7 @@ from juryflow.analysis import (
 )
 from juryflow.cli_runs import resolve_or_exit
 from juryflow.output import dump_json, plain, print_error, safe_text
+from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 
 console = Console()
 err = Console(stderr=True)
@@ -40,6 +41,21 @@ DbOption = Annotated[
     typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
 ]
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+GoldOption = Annotated[
+    str,
+    typer.Option(
+        "--gold",
+        help="Whose labels are the human labels: dataset (the dataset's own), annotations "
+        "(reviewers' newest annotations from `juryflow view`; other items unlabelled) or "
+        "both (an item's newest annotation, else the dataset's label).",
+    ),
+]
+
+GOLD_DESCRIPTIONS: dict[str, str] = {
+    "dataset": "the dataset's labels",
+    "annotations": "reviewers' annotations",
+    "both": "annotations, else the dataset's labels",
+}
 
 SPAN_TEXT_CHARS = 60
 
@@ -61,6 +77,15 @@ def _load(fn: Callable[[], T]) -> T:
     except (duckdb.Error, ValueError) as error:  # DuckDB's own message says what is wrong
         _fail(f"{type(error).__name__}: {error}")
         raise
+
+
+def gold_source(value: str) -> GoldSource:
+    """``--gold`` checked against the sources there are (exit 2 otherwise)."""
+    for source in GOLD_SOURCES:
+        if value == source:
+            return source
+    _fail(f"--gold {value!r}: use one of {', '.join(GOLD_SOURCES)}")
+    raise AssertionError  # unreachable: _fail raises
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -175,7 +200,9 @@ def _error_table(group: GroupAgreement) -> Table | None:
 
 def _accuracy_table(report: AgreementReport) -> Table:
     table = Table(
-        title="Against the human labels (all items: no answer counts as flagging nothing)",
+        title=f"Against the human labels, gold: {report.gold_source} "
+        f"({GOLD_DESCRIPTIONS[report.gold_source]}; all items: no answer counts as "
+        "flagging nothing)",
         title_justify="left",
     )
     for name in (
@@ -222,6 +249,7 @@ def print_agreement(report: AgreementReport) -> None:
         f" {report.run_id} · panel {report.panel_name} · "
         f"{report.n_items} items · {len(report.judges)} judges ({', '.join(report.judges)})"
         + ("" if report.status == "completed" else f" · status {report.status}")
+        + f" · gold: {report.gold_source}"
     )
     console.print(Text.assemble(("run", "bold"), safe_text(heading, one_line=True)), soft_wrap=True)
     console.print(_group_table(report.groups, report.has_gold))
@@ -265,14 +293,16 @@ def agreement(
     run: RunArgument = None,
     db: DbOption = None,
     format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
 ) -> None:
     """Agreement between the judges of a run, their bias, and accuracy against human labels."""
     from juryflow.storage.store import Store
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
+    source = gold_source(gold)
     run = resolve_or_exit(db, run)
-    report = _load(lambda: agreement_report(Store(db), run))
+    report = _load(lambda: agreement_report(Store(db), run, gold=source))
     if format_ == "json":
         _print_json(report.model_dump(mode="json"))
         return
@@ -323,7 +353,7 @@ def _item_heading(item: DisputedItem) -> Text:
     )
 
 
-def _item_table(item: DisputedItem) -> Table:
+def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
     table = Table(show_lines=True)
     table.add_column("judge")
     table.add_column("score", justify="right")
@@ -358,7 +388,7 @@ def _item_table(item: DisputedItem) -> Table:
     )
     if item.gold_hallucinated is not None or item.gold_spans is not None:
         table.add_row(
-            Text("gold (human)", style="italic"),
+            Text("gold (human)" if source == "dataset" else f"gold ({source})", style="italic"),
             "",
             _verdict(item.gold_hallucinated),
             _spans_cell(item.gold_spans, "(no span labels)"),
@@ -373,6 +403,7 @@ def disagreements_command(
     ] = 10,
     db: DbOption = None,
     format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
 ) -> None:
     """The items the judges disagree on most: each judge's score and spans, and the consensus."""
     from juryflow.storage.store import Store
@@ -381,8 +412,9 @@ def disagreements_command(
         _fail("--format must be table or json")
     if top < 1:
         _fail("--top must be at least 1")
+    source = gold_source(gold)
     run = resolve_or_exit(db, run)
-    items = _load(lambda: disagreements(Store(db), run, top))
+    items = _load(lambda: disagreements(Store(db), run, top, gold=source))
     if format_ == "json":
         _print_json([i.model_dump(mode="json") for i in items])
         return
@@ -391,7 +423,7 @@ def disagreements_command(
         return
     for item in items:
         console.print(_item_heading(item), soft_wrap=True)
-        console.print(_item_table(item))
+        console.print(_item_table(item, source))
     console.print(
         "[dim]disagreement = mean of score spread, verdict split and span disagreement; "
         "see the item_disagreement view ([bold]juryflow sql[/bold])[/]"
@@ -423,6 +455,7 @@ def calibrate_command(
     ] = None,
     db: DbOption = None,
     format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
 ) -> None:
     """Choose the consensus rule from human labels by grouped k-fold cross-validation."""
     from juryflow.calibrate import run_calibration
@@ -430,9 +463,10 @@ def calibrate_command(
 
     if format_ not in {"table", "json"}:
         _fail("--format must be table or json")
+    source = gold_source(gold)
     run_id = resolve_or_exit(db, run_id)
     result, record = _load(
-        lambda: run_calibration(Store(db), run_id, name, folds, seed, group)
+        lambda: run_calibration(Store(db), run_id, name, folds, seed, group, gold=source)
     )
     report = record.report
     if format_ == "json":
@@ -442,7 +476,8 @@ def calibrate_command(
     console.print(
         plain(
             f"run {record.run_id} · {report['items']} items in {report['groups']} groups "
-            f"(by {report['group_column'] or 'item'}) · {report['folds']} folds"
+            f"(by {report['group_column'] or 'item'}) · {report['folds']} folds · "
+            f"gold: {report.get('gold_source', 'dataset')}"
         )
     )
     table = Table(

@@ -190,13 +190,23 @@ def report_command(
     ] = "report.html",
     top: Annotated[int, typer.Option(min=1, max=10_000, help="Disputed items to show.")] = 15,
     db: DbOption = None,
+    gold: Annotated[
+        str,
+        typer.Option(
+            "--gold",
+            help="Whose labels are the human labels: dataset, annotations (from `juryflow "
+            "view`) or both (an item's newest annotation, else the dataset's label).",
+        ),
+    ] = "dataset",
 ) -> None:
     """Write a self-contained HTML report of RUN (no script, no network)."""
+    from juryflow.cli_analysis import gold_source
     from juryflow.report import write_report
     from juryflow.storage.connection import StoreError
     from juryflow.storage.paths import writable_file
     from juryflow.storage.store import Store
 
+    source = gold_source(gold)
     store = Store(db)
     run_id = resolve_or_exit(db, run_id)
     try:
@@ -205,7 +215,7 @@ def report_command(
         if chosen is None:
             _fail(f"no run in {store.path}; run `juryflow run` first")
             return
-        path = write_report(store, chosen, output_path, top=top)
+        path = write_report(store, chosen, output_path, top=top, gold=source)
     except (StoreError, ValueError) as error:
         _fail(str(error))
         return

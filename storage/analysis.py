@@ -17,7 +17,10 @@ object is made per judgment or per span (100,000 items x 5 judges, 1.7 million s
 on 2 cores, `bench/bench_views.py --report`).
 
 Which gold spans are usable is decided once, by the ``gold_labels`` view (see
-:mod:`juryflow.storage.views`), so SQL and numpy compare against the same labels.
+:mod:`juryflow.storage.views`), so SQL and numpy compare against the same labels. The gold
+source (``--gold``) picks the labels view: ``gold_labels`` (the dataset's),
+``annotation_labels`` (reviewers' newest annotations) or ``adjudicated_labels`` (both),
+through :data:`juryflow.storage.annotation_labels.LABEL_VIEWS`, never from user text.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from juryflow.judges.agreement import ItemSpans
+from juryflow.storage.annotation_labels import LABEL_VIEWS, accuracy_view, labels_view
+from juryflow.storage.annotations import GoldSource
 from juryflow.storage.connection import StoreError
 from juryflow.storage.schema import LATEST_VERSION
 from juryflow.storage.store import Store
@@ -45,6 +50,24 @@ Spans = list[tuple[int, int]]
 
 class RunNotFound(LookupError):
     """The store has no such run (or no run at all)."""
+
+
+def _check_label_view(store: Store, gold: GoldSource) -> str:
+    """The labels view of ``gold``, refusing a store too old to have it (read-only, so
+    :func:`ensure_views` could not bring it up to date)."""
+    view = labels_view(gold)
+    if gold == "dataset":
+        return view
+    with store.read() as con:
+        row = con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name = ?", [view]
+        ).fetchone()
+    if not row or not row[0]:
+        raise StoreError(
+            f"{store.path} predates annotations (no {view} view) and cannot be updated here; "
+            "open it once where it is writable, or use --gold dataset"
+        )
+    return view
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +220,19 @@ _ITEMS = """
     FROM items WHERE run_id = $run ORDER BY row_number, item_id
 """
 
+# The other sources' verdicts come from their labels view (items without a label: NaN).
+_ITEMS_LABELLED = """
+    SELECT i.item_id,
+           CASE WHEN g.gold_hallucinated IS NULL THEN 'NaN'::DOUBLE
+                ELSE g.gold_hallucinated::DOUBLE END AS gold_hallucinated
+    FROM items i LEFT JOIN {labels} g USING (run_id, item_id)
+    WHERE i.run_id = $run ORDER BY i.row_number, i.item_id
+"""
+_ITEMS_BY_SOURCE = {
+    source: _ITEMS if source == "dataset" else _ITEMS_LABELLED.format(labels=view)
+    for source, view in LABEL_VIEWS.items()
+}
+
 # A judge's span answer on an item: scored, and answering with spans.
 _JUDGMENTS = (
     _ITEM_INDEX
@@ -274,13 +310,16 @@ _GOLD_SPANS = (
                unnest(CASE WHEN len(p.pairs) > 0 THEN range(len(p.pairs)) ELSE [0] END) AS k
         FROM (
             SELECT item_id, json_transform(gold_spans, '[["BIGINT"]]') AS pairs
-            FROM gold_labels WHERE run_id = $run AND has_span_labels
+            FROM {labels} WHERE run_id = $run AND has_span_labels
         ) p
         JOIN item_index x USING (item_id)
     )
     ORDER BY i, k
 """
 )
+_GOLD_SPANS_BY_SOURCE = {
+    source: _GOLD_SPANS.format(labels=view) for source, view in LABEL_VIEWS.items()
+}
 
 
 def _ints(column: Any) -> IntArray:
@@ -351,15 +390,18 @@ def _modes(rows: list[tuple[Any, ...]], column: int) -> dict[str, str]:
     }
 
 
-def load_run_data(store: Store, run_id: str | None = None) -> RunData:
+def load_run_data(store: Store, run_id: str | None = None, gold: GoldSource = "dataset") -> RunData:
     """Everything the agreement report needs about one run, in a few queries, as arrays:
-    DuckDB returns item and judge indexes, so nothing is built per span or per judgment."""
+    DuckDB returns item and judge indexes, so nothing is built per span or per judgment.
+    ``gold`` says whose labels are the human labels (see :func:`labels_view`)."""
+    labels_view(gold)
     info = resolve_run(store, run_id)
+    _check_label_view(store, gold)
     rid = info.run_id
     run = {"run": rid}
     with store.read() as con:
         panel_order = _panel_order(con, rid)
-        items = con.execute(_ITEMS, run).fetchnumpy()
+        items = con.execute(_ITEMS_BY_SOURCE[gold], run).fetchnumpy()
         seen = {
             str(r[0])
             for r in con.execute(
@@ -373,7 +415,7 @@ def load_run_data(store: Store, run_id: str | None = None) -> RunData:
         spans = con.execute(_JUDGMENT_SPANS, by_judge).fetchnumpy()
         consensus = con.execute(_CONSENSUS, run).fetchnumpy()
         consensus_spans = con.execute(_CONSENSUS_SPANS, run).fetchnumpy()
-        gold_spans = con.execute(_GOLD_SPANS, run).fetchnumpy()
+        gold_spans = con.execute(_GOLD_SPANS_BY_SOURCE[gold], run).fetchnumpy()
         coherence = con.execute(
             "SELECT count(*) FILTER (WHERE c.unlocalised), "
             "count(*) FILTER (WHERE NOT c.hallucinated AND EXISTS (SELECT 1 FROM "
@@ -481,16 +523,20 @@ class ItemDetail:
     gold_spans: list[tuple[int, int]] | None
 
 
-def item_details(store: Store, run_id: str, item_ids: Sequence[str]) -> dict[str, ItemDetail]:
-    """Judgments with their spans, consensus spans and gold labels of some items of a run."""
+def item_details(
+    store: Store, run_id: str, item_ids: Sequence[str], gold: GoldSource = "dataset"
+) -> dict[str, ItemDetail]:
+    """Judgments with their spans, consensus spans and gold labels (of gold source
+    ``gold``) of some items of a run."""
     if not item_ids:
         return {}
     wanted = list(item_ids)
+    labels = _check_label_view(store, gold)
     with store.read() as con:
         items = con.execute(
             "SELECT i.item_id, coalesce(i.variables->>'response', i.variables->>'output', ''), "
             "g.gold_hallucinated, g.gold_spans, coalesce(g.has_span_labels, false) "
-            "FROM items i LEFT JOIN gold_labels g USING (run_id, item_id) "
+            f"FROM items i LEFT JOIN {labels} g USING (run_id, item_id) "
             "WHERE i.run_id = ? AND list_contains(?, i.item_id)",
             [run_id, wanted],
         ).fetchall()
@@ -563,9 +609,13 @@ def judge_bias_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
-def judge_accuracy_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+def judge_accuracy_rows(
+    store: Store, run_id: str, gold: GoldSource = "dataset"
+) -> list[dict[str, Any]]:
+    """The ``judge_accuracy`` view's rows (or its twin against gold source ``gold``)."""
+    view = accuracy_view(gold)
     columns, rows = store.query(
-        "SELECT * FROM judge_accuracy WHERE run_id = ? ORDER BY judge_id", [run_id]
+        f"SELECT * FROM {view} WHERE run_id = ? ORDER BY judge_id", [run_id]
     )
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
@@ -597,9 +647,9 @@ GROUP_COLUMNS = ("group", "source_id", "source")
 
 
 def calibration_rows(
-    store: Store, run_id: str | None, group_column: str | None
+    store: Store, run_id: str | None, group_column: str | None, gold: GoldSource = "dataset"
 ) -> CalibrationRows:
-    data = load_run_data(store, run_id)
+    data = load_run_data(store, run_id, gold)
     rid = data.info.run_id
     with store.read() as con:
         items = con.execute(

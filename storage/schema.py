@@ -235,6 +235,32 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        6,
+        """
+        -- Issue 13: reviewers' adjudications of a run's items (`juryflow view`). Kept apart
+        -- from items: an annotation never overwrites the dataset's own labels, and an
+        -- item's newest annotation is its label under --gold annotations|both (the
+        -- annotation_labels / adjudicated_labels views).
+        -- IF NOT EXISTS: a store whose version rows were rolled back keeps its annotations
+        CREATE TABLE IF NOT EXISTS annotations (
+            annotation_id BIGINT PRIMARY KEY, -- max + 1, inside the writing transaction
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            reviewer VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            verdict BOOLEAN,                  -- true hallucinated, false clean, NULL unset
+            decisions JSON NOT NULL,          -- [{char_start, char_end, accepted}] per
+                                              -- consensus span the reviewer decided on
+            missed JSON NOT NULL,             -- [[start, end], ...] spans marked by hand
+            spans JSON NOT NULL,              -- the labelled spans: accepted + missed, merged
+            note VARCHAR NOT NULL DEFAULT ''
+        );
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -251,10 +277,11 @@ TABLES = (
     "judge_reliability",
     "span_sets",
     "span_overlaps",
+    "annotations",
 )
 
 
-_CREATED = re.compile(r"CREATE TABLE (\w+)")
+_CREATED = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)")
 
 
 def tables_at(version: int) -> frozenset[str]:

@@ -538,3 +538,186 @@ AGREEMENT_VIEWS: tuple[str, ...] = (
     "judge_accuracy",
 )
 """The views meant for users (``*_intervals``, ``*_chars`` and ``gold_labels`` are helpers)."""
+
+
+# -- human adjudications (issue 13) -------------------------------------------------------
+#
+# An item's newest annotation (``annotations``, written by `juryflow view`) as a label, in
+# the columns of ``gold_labels``: the reviewer's verdict, and the labelled spans (accepted
+# consensus spans plus the spans marked as missed, merged when saved). The spans are span
+# labels when they say something: some span, or a clean verdict (no span is wrong), or
+# decisions on consensus spans with the verdict left unset (every span rejected = none is
+# wrong). A hallucinated verdict with no span, like the dataset's, labels no span. With
+# the verdict left unset, span labels decide it as the dataset reader does (some span:
+# hallucinated), so that `juryflow export-annotations` reads back as the same labels.
+_ANNOTATION_LABELS = """
+    CREATE OR REPLACE VIEW annotation_labels AS
+    WITH latest AS (
+        SELECT *, coalesce(json_array_length(spans), 0) AS n_spans,
+               (coalesce(json_array_length(spans), 0) > 0
+                OR verdict = false
+                OR (verdict IS NULL AND coalesce(json_array_length(decisions), 0) > 0))
+                   AS span_labels
+        FROM annotations
+        QUALIFY row_number() OVER (
+            PARTITION BY run_id, item_id ORDER BY annotation_id DESC) = 1
+    )
+    SELECT run_id, item_id,
+           coalesce(verdict, CASE WHEN span_labels THEN n_spans > 0 END) AS gold_hallucinated,
+           spans AS gold_spans, n_spans AS n_gold_spans, span_labels AS has_span_labels
+    FROM latest
+"""
+
+# The dataset's labels with every annotated item's replaced by its newest annotation
+# (``--gold both``); items without an annotation keep the dataset's label.
+_ADJUDICATED_LABELS = """
+    CREATE OR REPLACE VIEW adjudicated_labels AS
+    SELECT run_id, item_id, gold_hallucinated, gold_spans, n_gold_spans, has_span_labels
+    FROM annotation_labels
+    UNION ALL
+    SELECT g.run_id, g.item_id, g.gold_hallucinated, g.gold_spans, g.n_gold_spans,
+           g.has_span_labels
+    FROM gold_labels g
+    WHERE NOT EXISTS (
+        SELECT 1 FROM annotation_labels a WHERE a.run_id = g.run_id AND a.item_id = g.item_id
+    )
+"""
+
+# ``judge_accuracy`` against the other label sources. The dataset's gold sets and overlaps
+# are stored (``span_sets`` / ``span_overlaps``); an annotation's are not, so the overlaps
+# on annotated items are counted here, at query time, over those items only (a reviewer
+# labels hundreds of items, not the run). Annotation spans are stored merged, so their
+# lengths add up; the judges' spans are cut into disjoint intervals as in
+# ``judgment_intervals``, and consensus spans never overlap.
+_DATASET_GOLD_ITEMS = """
+    gold_items AS (
+        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
+               coalesce(z.n_chars, 0) AS gold_chars
+        FROM gold_labels g
+        LEFT JOIN span_sets z
+          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
+    ),"""
+
+_DATASET_GOLD_OVERLAP = """
+    gold_overlap AS (
+        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
+               sum(overlap_chars) AS overlap_answered
+        FROM span_overlaps WHERE kind = 'judge-gold'
+        GROUP BY run_id, judge_a
+        UNION ALL
+        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
+               sum(o.overlap_chars) FILTER (
+                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
+        FROM span_overlaps o JOIN consensus c USING (run_id, item_id)
+        WHERE o.kind = 'consensus-gold'
+        GROUP BY o.run_id
+    ),"""
+
+
+# The judges' span answers on annotated items with span labels, as disjoint intervals.
+_ANNOTATED_JUDGE_INTERVALS = _disjoint(
+    """
+    SELECT s.run_id, s.item_id, s.judge_id, j.rowid AS judgment_row,
+           greatest(s.char_start, 0) AS char_start, s.char_end
+    FROM judgment_spans s
+    JOIN judgments j USING (run_id, item_id, judge_id)
+    WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
+      AND s.char_start IS NOT NULL AND s.char_end > greatest(s.char_start, 0)
+      AND EXISTS (SELECT 1 FROM annotated_spans a
+                  WHERE a.run_id = s.run_id AND a.item_id = s.item_id)
+    """,
+    "run_id, item_id, judge_id",
+    "judgment_row",
+)
+
+
+def _annotated_gold_items(labels: str) -> str:
+    return f"""
+    annotated_spans AS (
+        SELECT a.run_id, a.item_id, s[1] AS char_start, s[2] AS char_end
+        FROM (
+            SELECT run_id, item_id, unnest(json_transform(gold_spans, '[["BIGINT"]]')) AS s
+            FROM annotation_labels WHERE has_span_labels
+        ) a
+        JOIN {labels} g USING (run_id, item_id)
+        WHERE s[2] > s[1]
+    ),
+    annotated_chars AS (
+        SELECT a.run_id, a.item_id, coalesce(sum(s.char_end - s.char_start), 0) AS n_chars
+        FROM annotation_labels a
+        LEFT JOIN annotated_spans s USING (run_id, item_id)
+        GROUP BY a.run_id, a.item_id
+    ),
+    annotated_judge_intervals AS ({_ANNOTATED_JUDGE_INTERVALS}),
+    gold_items AS (
+        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
+               CASE WHEN a.item_id IS NOT NULL THEN a.n_chars
+                    ELSE coalesce(z.n_chars, 0) END AS gold_chars
+        FROM {labels} g
+        LEFT JOIN annotated_chars a
+          ON a.run_id = g.run_id AND a.item_id = g.item_id
+        LEFT JOIN span_sets z
+          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
+    ),"""
+
+
+def _annotated_gold_overlap(labels: str) -> str:
+    return f"""
+    overlap_rows AS (
+        -- items that keep the dataset's labels: the stored overlaps
+        SELECT o.run_id, o.item_id, o.kind, o.judge_a, o.overlap_chars
+        FROM span_overlaps o JOIN {labels} g USING (run_id, item_id)
+        WHERE o.kind IN ('judge-gold', 'consensus-gold') AND g.has_span_labels
+          AND NOT EXISTS (SELECT 1 FROM annotation_labels a
+                          WHERE a.run_id = o.run_id AND a.item_id = o.item_id)
+        UNION ALL
+        SELECT j.run_id, j.item_id, 'judge-gold', j.judge_id,
+               sum(least(j.char_end, s.char_end) - greatest(j.char_start, s.char_start))
+        FROM annotated_judge_intervals j JOIN annotated_spans s USING (run_id, item_id)
+        WHERE j.char_start < s.char_end AND s.char_start < j.char_end
+        GROUP BY ALL
+        UNION ALL
+        SELECT c.run_id, c.item_id, 'consensus-gold', '',
+               sum(least(c.char_end, s.char_end) - greatest(c.char_start, s.char_start))
+        FROM consensus_spans c
+        JOIN consensus k USING (run_id, item_id)
+        JOIN annotated_spans s USING (run_id, item_id)
+        WHERE k.status = 'ok' AND c.char_start < s.char_end AND s.char_start < c.char_end
+        GROUP BY ALL
+    ),
+    gold_overlap AS (
+        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
+               sum(overlap_chars) AS overlap_answered
+        FROM overlap_rows WHERE kind = 'judge-gold'
+        GROUP BY run_id, judge_a
+        UNION ALL
+        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
+               sum(o.overlap_chars) FILTER (
+                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
+        FROM overlap_rows o JOIN consensus c USING (run_id, item_id)
+        WHERE o.kind = 'consensus-gold'
+        GROUP BY o.run_id
+    ),"""
+
+
+def _judge_accuracy_against(view: str, labels: str) -> str:
+    """``judge_accuracy`` with the labels of ``labels`` (a view with gold_labels' columns)."""
+    assert _JUDGE_ACCURACY.count(_DATASET_GOLD_ITEMS) == 1
+    assert _JUDGE_ACCURACY.count(_DATASET_GOLD_OVERLAP) == 1
+    return (
+        _JUDGE_ACCURACY.replace(
+            "CREATE OR REPLACE VIEW judge_accuracy AS", f"CREATE OR REPLACE VIEW {view} AS"
+        )
+        .replace(_DATASET_GOLD_ITEMS, _annotated_gold_items(labels))
+        .replace(_DATASET_GOLD_OVERLAP, _annotated_gold_overlap(labels))
+    )
+
+
+VIEWS += (
+    _ANNOTATION_LABELS,
+    _ADJUDICATED_LABELS,
+    _judge_accuracy_against("judge_accuracy_annotations", "annotation_labels"),
+    _judge_accuracy_against("judge_accuracy_adjudicated", "adjudicated_labels"),
+)
+
+AGREEMENT_VIEWS += ("judge_accuracy_annotations", "judge_accuracy_adjudicated")
