@@ -6,6 +6,8 @@ re-aggregation) carry the cost of the run that made the call, and are left out.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from juryflow.storage.store import Store
@@ -43,3 +45,19 @@ def raw_scores(store: Store, run_id: str) -> tuple[dict[str, list[float]], list[
         [run_id],
     )
     return scores, [float(m) for (m,) in medians]
+
+
+def item_variables(store: Store, run_id: str, item_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The variables of some items of a run (the reference data the judges were given, and
+    the judged text), by item id; an item id the run lacks is absent."""
+    if not item_ids:
+        return {}
+    _, rows = store.query(
+        "SELECT item_id, variables FROM items WHERE run_id = ? AND list_contains(?, item_id)",
+        [run_id, list(item_ids)],
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for item_id, variables in rows:
+        parsed = json.loads(variables) if isinstance(variables, str) else variables
+        out[str(item_id)] = parsed if isinstance(parsed, dict) else {"variables": parsed}
+    return out

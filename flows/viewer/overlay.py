@@ -37,9 +37,7 @@ def segments(text: str, layers: Sequence[Layer]) -> list[Segment]:
     [('a', ()), ('b', ('a',)), ('c', ('a', 'b')), ('de', ('b',)), ('f', ())]
     """
     n = len(text)
-    clipped = [
-        [(max(0, min(s, n)), max(0, min(e, n))) for s, e in layer.spans] for layer in layers
-    ]
+    clipped = [[(max(0, min(s, n)), max(0, min(e, n))) for s, e in layer.spans] for layer in layers]
     cuts = {0, n}
     for spans in clipped:
         for s, e in spans:
@@ -64,3 +62,26 @@ def segments(text: str, layers: Sequence[Layer]) -> list[Segment]:
         )
         for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
     ]
+
+
+JUDGE_COLOURS: tuple[str, ...] = (
+    "#0072b2",
+    "#e69f00",
+    "#009e73",
+    "#cc79a7",
+    "#d55e00",
+    "#56b4e9",
+    "#000000",
+    "#a08c00",
+    "#0072b2",
+    "#e69f00",
+    "#009e73",
+    "#cc79a7",
+)
+"""The underline colour of judge layers ``j0`` .. ``j11`` (as ``_overlay.css`` has them):
+the Okabe–Ito palette, told apart by colour-blind readers too (its yellow darkened to show
+on white). ``j8`` .. ``j11`` reuse the first four colours, dotted instead of solid (``j4`` ..
+``j7`` are dashed), and a judge's underline keeps one depth below the text (``k % 4``), so
+overlapping judges stack instead of hiding one another."""
+
+JUDGE_LINE_STYLES: tuple[str, ...] = ("solid",) * 4 + ("dashed",) * 4 + ("dotted",) * 4
