@@ -1,1 +1,99 @@
-"""(placeholder, filled in by its owner)."""
+"""The reads behind `juryflow view`'s runs and comparison pages that no other module makes.
+
+Bound parameters only: run and comparison ids from a URL never become SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from juryflow.storage.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class RunPanel:
+    """What `juryflow runs` does not list about a run: its panel size and consensus rule."""
+
+    n_judges: int
+    quorum: int
+    consensus: dict[str, Any] | None
+
+
+def run_panels(store: Store) -> dict[str, RunPanel]:
+    """Every run's panel size, quorum and consensus rule (``runs.consensus``), by run id."""
+    _, rows = store.query("SELECT run_id, n_judges, quorum, consensus FROM runs")
+    return {
+        str(run_id): RunPanel(int(n), int(quorum), _json(rule)) for run_id, n, quorum, rule in rows
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonRow:
+    comparison_id: str
+    run_id: str
+    baseline_run_id: str
+    created_at: datetime
+    regressed: bool
+    n_paired: int
+    flips_to_hallucinated: int
+    flips_to_clean: int
+    message: str
+
+
+_COMPARISON_LIST = (
+    "SELECT comparison_id, run_id, baseline_run_id, created_at, regressed, n_paired, "
+    "flips_to_hallucinated, flips_to_clean, message FROM comparisons "
+    "WHERE ($run IS NULL OR run_id = $run OR baseline_run_id = $run) "
+    "ORDER BY created_at DESC, comparison_id DESC LIMIT $limit"
+)
+
+
+def list_comparisons(
+    store: Store, run_id: str | None = None, limit: int = 1000
+) -> list[ComparisonRow]:
+    """The stored regression comparisons, newest first (those involving ``run_id`` only,
+    as the run or as its baseline, when given)."""
+    with store.read() as con:
+        rows = con.execute(_COMPARISON_LIST, {"run": run_id, "limit": limit}).fetchall()
+    return [
+        ComparisonRow(
+            str(cid),
+            str(run),
+            str(base),
+            created,
+            bool(regressed),
+            int(n),
+            int(to_h),
+            int(to_c),
+            str(message),
+        )
+        for cid, run, base, created, regressed, n, to_h, to_c, message in rows
+    ]
+
+
+def comparison(store: Store, comparison_id: str) -> dict[str, Any] | None:
+    """One stored comparison, as :func:`juryflow.storage.comparisons.latest_comparison`
+    gives a run's newest (``judges`` added, JSON columns decoded), or None."""
+    with store.read() as con:
+        cursor = con.execute("SELECT * FROM comparisons WHERE comparison_id = ?", [comparison_id])
+        columns = [d[0] for d in cursor.description or ()]
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        record = dict(zip(columns, row, strict=True))
+        judges = con.execute(
+            "SELECT judge_id, drift, n_paired FROM comparison_judges "
+            "WHERE comparison_id = ? ORDER BY judge_id",
+            [comparison_id],
+        ).fetchall()
+    for key in ("thresholds", "flipped_items"):
+        record[key] = _json(record[key])
+    record["judges"] = [{"judge_id": j, "drift": d, "n_paired": n} for j, d, n in judges]
+    return record
+
+
+def _json(raw: Any) -> Any:
+    return json.loads(raw) if isinstance(raw, str) else raw
