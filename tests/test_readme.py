@@ -125,6 +125,22 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "panel.stub.yaml",
     ),
     "juryflow report [RUN] -o report.html": ("tests/test_report.py", "report"),
+    "juryflow report RUN --gold annotations -o report.html": (
+        "tests/test_report.py",
+        '"--gold", "annotations"',
+    ),
+    # juryflow view serves until Ctrl-C: its tests start it as a subprocess and stop it
+    "juryflow view --db evals.duckdb --reviewer alice": ("tests/test_viewer_cli.py", "alice"),
+    "juryflow view --db evals.duckdb --port 0": ("tests/test_viewer_cli.py", '"--port", "0"'),
+    "juryflow calibrate --gold annotations": ("tests/test_export_annotations.py", '"calibrate"'),
+    "juryflow export-annotations RUN -o labels.jsonl": (
+        "tests/test_export_annotations.py",
+        '"export-annotations"',
+    ),
+    "python bench/bench_viewer.py --items 300 --batch-items 100 --repeats 2": (
+        "tests/test_bench_viewer.py",
+        '"--batch-items", "100"',
+    ),
     "chromium --headless --no-sandbox --disable-gpu --screenshot=report.png "
     "--window-size=1280,2000 file://$PWD/report.html": ("tests/test_report.py", "--screenshot"),
     "prefect server start": ("tests/test_deploy.py", '"server", "start"'),
