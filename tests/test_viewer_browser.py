@@ -4,7 +4,7 @@ toggle a judge's layer off; mark a missed span by selecting text; accept and rej
 consensus spans; set the verdict; save; and see `juryflow agreement --gold annotations`
 count the annotation.
 
-Screenshots of the item and items pages go to ``docs/screenshots/`` with
+Screenshots of the item and items pages go to ``tests/screenshots/`` with
 ``JURYFLOW_SCREENSHOTS=1`` (the README shows them), else to the test's tmp folder.
 """
 
@@ -92,7 +92,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def _screenshots(tmp_path: Path) -> Path:
     if os.environ.get("JURYFLOW_SCREENSHOTS") == "1":
-        folder = REPO / "docs" / "screenshots"
+        folder = REPO / "tests" / "screenshots"
     else:
         folder = tmp_path / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
