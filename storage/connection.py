@@ -49,11 +49,12 @@ def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
 def chunk_write_memory_limit() -> str | None:
     """The buffer pool of a run's chunk write, or None to keep the connection's own.
 
-    The checkpoint that closes each chunk's connection reads back the ``items`` table
-    (its primary key makes DuckDB rewrite the row group), so with the default 256 MB limit
-    its peak grew with the items stored (by about their size) up to the limit. Chunk writes
-    need far less (a 1,000,000-key primary key is written under 16 MB), so they get a small
-    pool; an explicit ``$JURYFLOW_DUCKDB_MEMORY_LIMIT`` is the user's choice and is kept.
+    A chunk write needs far less than the store's 256 MB: its rows and the checkpoint
+    that closes its connection. (Before schema migration 7, ``items`` had a primary key:
+    each write loaded the key's index and the checkpoint read the table's row group back,
+    so the peak grew with the items stored up to the limit.) So chunk writes get a small
+    pool, which also caps a checkpoint that has more to do; an explicit
+    ``$JURYFLOW_DUCKDB_MEMORY_LIMIT`` is the user's choice and is kept.
     """
     return None if MEMORY_LIMIT_ENV in os.environ else CHUNK_WRITE_MEMORY_LIMIT
 

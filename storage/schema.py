@@ -261,6 +261,32 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        7,
+        """
+        -- Issue 12: items without a primary key. Checking the key made every chunk write
+        -- load the key's index, and read the table's row group back at the checkpoint
+        -- that closes the chunk's connection, so a run's memory grew with the items it
+        -- had stored. One row per (run_id, item_id) is kept by the writers instead
+        -- (storage/store.py inserts only the items a run has not stored yet), as for
+        -- judgments. Same columns in the same order; the rows are kept.
+        ALTER TABLE items RENAME TO items_v6;
+        CREATE TABLE items (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            row_number INTEGER NOT NULL,
+            variables JSON NOT NULL,
+            gold_hallucinated BOOLEAN,
+            gold_spans JSON,                  -- [[start, end], ...] into the judged text
+            metadata JSON
+        );
+        INSERT INTO items SELECT * FROM items_v6;
+        DROP TABLE items_v6;
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (

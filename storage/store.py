@@ -568,7 +568,8 @@ class Store:
         transaction), for a re-aggregation.
 
         The copied judgments are marked ``cached``: the new run reused them and paid for
-        none, so no sum of its cost counts them as spent again.
+        none, so no sum of its cost counts them as spent again. ``run_id`` is a run just
+        created, with no rows yet: nothing here is written twice.
         """
         with self.write() as con:
             for table, replaced, where in (
@@ -631,7 +632,21 @@ class Store:
 # -- bulk inserts (inside a caller's transaction) ------------------------------------------
 
 
+# The chunk's items that the run has not stored yet: ``items`` has no key (schema
+# migration 7), so this anti-join is what keeps one row per (run_id, item_id).
+_NEW_ITEMS = (
+    "SELECT n.* FROM incoming_rows n ANTI JOIN "
+    "(SELECT item_id FROM items WHERE run_id = ?) s USING (item_id)"
+)
+
+
 def _insert_items(con: duckdb.DuckDBPyConnection, run_id: str, items: Sequence[Item]) -> None:
+    """Append the items the run has not stored yet (a resumed run writes again the chunk of
+    an item it had already stored; of one id given twice, the first is kept)."""
+    first: dict[str, Item] = {}
+    for item in items:
+        first.setdefault(item.item_id, item)
+    items = list(first.values())
     table = pa.table(
         {
             "run_id": pa.array([run_id] * len(items), pa.string()),
@@ -648,8 +663,7 @@ def _insert_items(con: duckdb.DuckDBPyConnection, run_id: str, items: Sequence[I
             "metadata": pa.array([json.dumps(i.metadata) for i in items], pa.string()),
         }
     )
-    # OR IGNORE: a resumed run writes the chunk of an item it had already stored
-    _append(con, "items", table, or_ignore=True)
+    _append(con, "items", table, select=_NEW_ITEMS, parameters=[run_id])
 
 
 def _insert_judgments(
@@ -799,8 +813,8 @@ def _record_span_sets(
     stored for the same items, to ``span_sets`` / ``span_overlaps`` (the caller's
     transaction), so the span views only add up rows.
 
-    Items are written OR IGNORE, so their gold sets are read back from the table, and only
-    for items that have none yet.
+    Items already stored are not written again, so their gold sets are read back from the
+    table, and only for items that have none yet.
     """
     new = [s for s in (judge_sets, consensus_sets) if s is not None]
     wanted = dict.fromkeys(i for sets in new for i in sets.item_ids)
@@ -995,16 +1009,16 @@ def _append(
     con: duckdb.DuckDBPyConnection,
     table: str,
     rows: pa.Table,
-    select: str = "*",
-    or_ignore: bool = False,
+    select: str = "SELECT * FROM incoming_rows",
+    parameters: Sequence[Any] = (),
 ) -> None:
-    """Bulk-append an Arrow table; ``table`` and ``select`` are this module's constants."""
+    """Bulk-append an Arrow table; ``table`` and ``select`` (a query of ``incoming_rows``)
+    are this module's constants."""
     con.register("incoming_rows", rows)
     try:
-        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
         # BY NAME: columns added by later migrations sit at the end of the table, wherever
         # the Arrow table has them; columns it leaves out take their defaults.
-        con.execute(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming_rows")
+        con.execute(f"INSERT INTO {table} BY NAME {select}", list(parameters))
     finally:
         con.unregister("incoming_rows")
 
