@@ -119,7 +119,6 @@ def test_runtime_dependencies_are_what_runtime_code_imports() -> None:
     import_names = {"pyyaml": "yaml"}  # distribution name -> import name
     declared = {import_names.get(d, d) for d in declared}
     imported = _third_party_imports()
-    # fastapi is pinned only to keep prefect's server importable (see pyproject.toml);
-    # uvicorn is prefect's own server dependency, which the owned ephemeral server runs.
+    # fastapi is pinned only to keep prefect's server importable (see pyproject.toml).
     assert declared - imported == {"fastapi"}
-    assert imported - declared - extras == {"uvicorn"}
+    assert imported - declared - extras == set()
