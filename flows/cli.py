@@ -15,6 +15,7 @@ limit_malloc_arenas()  # before Prefect and DuckDB start their threads
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
 from juryflow import output  # noqa: E402  (Prefect settings must be in place first)
+from juryflow.cli_runs import DbOption, fail  # noqa: E402
 
 app = typer.Typer(
     help="Judge panels for LLM evaluations: run, agree, disagree, query.",
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
+
 
 def _version(value: bool) -> None:
     if value:
@@ -45,17 +47,6 @@ def _options(
     ] = False,
 ) -> None:
     """Judge panels for LLM evaluations: run, agree, disagree, query."""
-
-
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
-]
-
-
-def _fail(message: str) -> None:
-    output.print_error(err, message)
-    raise typer.Exit(code=2)
 
 
 def _refuse_settings_on_resume(**given: object) -> None:
@@ -218,7 +209,7 @@ def run(
         err.print(output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=stopped.exit_code) from None
     except (DatasetError, PanelError, ValueError, RuntimeError) as error:
-        _fail(str(error))
+        fail(str(error))
         return
     output.print_run_summary(console, summary)
     from juryflow.run_health import failure_lines
@@ -294,21 +285,21 @@ def sql(
     from juryflow.storage.sql_guard import SqlConfinementError, SqlRefused, run_confined
 
     if format_ not in {"table", "csv", "json"}:
-        _fail("--format must be table, csv or json")
+        fail("--format must be table, csv or json")
     try:
         columns, rows = run_confined(resolve_db_path(db), query)
     except (SqlRefused, SqlConfinementError, StoreError) as error:
-        _fail(str(error))
+        fail(str(error))
         return
     except duckdb.PermissionException as error:
         reason = str(error).splitlines()[0]
-        _fail(
+        fail(
             "juryflow sql reads only the store; file, network and extension access is off "
             f"({reason})"
         )
         return
     except duckdb.Error as error:  # DuckDB's own message says what is wrong with the SQL
-        _fail(f"{type(error).__name__}: {error}")
+        fail(f"{type(error).__name__}: {error}")
         return
     output.print_rows(console, columns, rows, format_, limit)
 
@@ -345,12 +336,12 @@ def stub_server(
     from juryflow.judges.stub_server import StubConfig, load_gold, serve
 
     if fault_429 + fault_500 + fault_hang + fault_drop + malformed > 1:
-        _fail("--fault-429, --fault-500, --fault-hang, --fault-drop and --malformed are shares "
+        fail("--fault-429, --fault-500, --fault-hang, --fault-drop and --malformed are shares "
               "of the requests: together they can be at most 1")  # fmt: skip
     try:
         labels = load_gold(gold) if gold else None
     except ValueError as error:  # DatasetError: missing file, unknown format, no labels
-        _fail(str(error))
+        fail(str(error))
         return
     config = StubConfig(
         latency_ms=latency_ms,
@@ -367,7 +358,7 @@ def stub_server(
     try:  # serve() says where it listens once it does: a taken port prints only the error
         serve(host="127.0.0.1", port=port, config=config)
     except OSError as error:  # the port is taken, or below 1024 without the right
-        _fail(
+        fail(
             f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}; pass --port a free port"
         )
 

@@ -9,15 +9,9 @@ import typer
 from rich.console import Console
 
 from juryflow import output
-from juryflow.cli_runs import resolve_or_exit
+from juryflow.cli_runs import DbOption, fail, resolve_or_exit
 
 console = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    output.print_error(err, message)
-    raise typer.Exit(code=2)
 
 
 def export_annotations_command(
@@ -25,10 +19,7 @@ def export_annotations_command(
     output_path: Annotated[
         str, typer.Option("--output", "-o", help="JSONL file to write (a labelled dataset).")
     ] = "labels.jsonl",
-    db: Annotated[
-        str | None,
-        typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
-    ] = None,
+    db: DbOption = None,
 ) -> None:
     """Write RUN's annotated items, labelled by their newest annotation, as a dataset that
     `juryflow run` reads back with those labels as gold."""
@@ -41,10 +32,10 @@ def export_annotations_command(
     try:
         result = export_annotations(Store(db), run_id, output_path)
     except (ExportError, StoreError) as error:
-        _fail(str(error))
+        fail(str(error))
         return
     except duckdb.Error as error:  # a damaged store: DuckDB's own words
-        _fail(f"cannot read run {run_id}: {type(error).__name__}: {error}")
+        fail(f"cannot read run {run_id}: {type(error).__name__}: {error}")
         return
     console.print(
         output.plain(

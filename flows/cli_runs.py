@@ -24,10 +24,13 @@ DbOption = Annotated[
     str | None,
     typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
 ]
+"""``--db``, as every command that reads a store takes it."""
+
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "jsonl": "jsonl"}
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
+    """A user error: ``error: MESSAGE`` on stderr and exit code 2 (no traceback)."""
     output.print_error(err, message)
     raise typer.Exit(code=2)
 
@@ -44,9 +47,9 @@ def resolve_or_exit(db: str | None, text: str | None, option: str = "RUN") -> st
     try:
         return resolve_run_id(Store(db), text)
     except (RunIdError, StoreError) as error:
-        _fail(f"{option}: {error}" if option != "RUN" else str(error))
+        fail(f"{option}: {error}" if option != "RUN" else str(error))
     except duckdb.Error as error:  # a store of a schema without runs, a damaged file
-        _fail(f"cannot look up run {text!r}: {type(error).__name__}: {error}")
+        fail(f"cannot look up run {text!r}: {type(error).__name__}: {error}")
     return None  # unreachable: _fail raises
 
 
@@ -84,14 +87,14 @@ def runs_command(
     from juryflow.storage.store import Store
 
     if format_ not in {"table", "csv", "json"}:
-        _fail("--format must be table, csv or json")
+        fail("--format must be table, csv or json")
     try:
         listing = list_runs(Store(db), limit=limit, status=status)
     except StoreError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     except duckdb.Error as error:
-        _fail(f"cannot list the runs: {type(error).__name__}: {error}")
+        fail(f"cannot list the runs: {type(error).__name__}: {error}")
         return
     if format_ != "table":
         output.print_rows(console, listing.columns, listing.rows, format_, limit)
@@ -133,16 +136,16 @@ def export_command(
     from juryflow.storage.store import Store
 
     if format_ not in EXTENSIONS:
-        _fail(f"--format {format_}: choose parquet, csv or jsonl")
+        fail(f"--format {format_}: choose parquet, csv or jsonl")
     run_id = resolve_or_exit(db, run)
     assert run_id is not None
     try:
         target = writable_file(output_path or f"{run_id}.{EXTENSIONS[format_]}", "--output")
     except UnwritablePathError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     if target.exists() and not force:
-        _fail(f"{target} exists; pass --force to replace it, or -o another path")
+        fail(f"{target} exists; pass --force to replace it, or -o another path")
     # Written beside the target and renamed, so a failed export never leaves half a file
     # under the name a later step will read.
     partial = target.with_name(f".{target.name}.partial")
@@ -150,11 +153,11 @@ def export_command(
         rows = export_run(Store(db), run_id, format_, partial)
         os.replace(partial, target)
     except StoreError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     except (duckdb.Error, OSError) as error:
         detail = reason(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
-        _fail(f"cannot export run {run_id} to {target}: {detail}")
+        fail(f"cannot export run {run_id} to {target}: {detail}")
         return
     finally:
         partial.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from juryflow import output
+from juryflow.cli_runs import DbOption, fail
 
 if TYPE_CHECKING:
     from juryflow.storage.store import Store
@@ -19,16 +20,6 @@ console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 REVIEWER_ENV = "JURYFLOW_REVIEWER"
-
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
-]
-
-
-def _fail(message: str) -> None:
-    output.print_error(err, message)
-    raise typer.Exit(code=2)
 
 
 def reviewer_name(given: str | None) -> str:
@@ -55,13 +46,11 @@ def _open_store(db: str | None) -> Store:
                 "AND database_name = current_database() AND schema_name = 'main'"
             ).fetchone()
     except StoreError as error:
-        _fail(str(error))
+        fail(str(error))
     except duckdb.Error as error:
-        _fail(f"cannot read the store {store.path}: {type(error).__name__}: {error}")
+        fail(f"cannot read the store {store.path}: {type(error).__name__}: {error}")
     if not has_runs or not has_runs[0]:
-        _fail(
-            f"{store.path} holds no juryflow runs yet; run `juryflow run --db {store.path}` first"
-        )
+        fail(f"{store.path} holds no juryflow runs yet; run `juryflow run --db {store.path}` first")
     return store
 
 
@@ -97,7 +86,7 @@ def view_command(
     try:
         sock = bind(host, port)
     except BindError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     loopback = is_loopback(host)
     # On loopback, requests must name a loopback host: a page whose domain was pointed at

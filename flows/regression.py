@@ -24,11 +24,10 @@ from juryflow.evaluate import evaluate
 from juryflow.judges.regression_stats import (
     Thresholds,
     check_thresholds,
-    compare,
     gate_notes,
     regression_message,
 )
-from juryflow.storage.comparisons import last_good_run, load_run_scores, save_comparison
+from juryflow.storage.comparisons import compare_stored, last_good_run, save_comparison
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS
 from juryflow.storage.store import Store
 
@@ -59,16 +58,7 @@ def compare_runs(
     store: Store, run_id: str, baseline_run_id: str, thresholds: Thresholds
 ) -> dict[str, Any]:
     """Compare ``run_id`` with ``baseline_run_id``, store the comparison, return its summary."""
-    before = load_run_scores(store, baseline_run_id)
-    after = load_run_scores(store, run_id)
-    comparison = compare(
-        before.consensus,
-        after.consensus,
-        before.verdicts,
-        after.verdicts,
-        before.judges,
-        after.judges,
-    )
+    comparison = compare_stored(store, baseline_run_id, run_id)
     problems = check_thresholds(comparison, thresholds)
     # What could not be checked goes into the stored message too: a suite too small for
     # the Wilcoxon test must not look as if it had passed the mean-increase gate.

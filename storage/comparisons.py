@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from juryflow.judges.regression_stats import Comparison, Thresholds
+import duckdb
+
+from juryflow.judges.regression_stats import Comparison, Thresholds, compare
 from juryflow.storage.store import Store
 
 
@@ -46,6 +48,19 @@ def load_run_scores(store: Store, run_id: str) -> RunScores:
         consensus={str(i): s for i, s, _ in consensus_rows},
         verdicts={str(i): h for i, _, h in consensus_rows},
         judges=judges,
+    )
+
+
+def compare_stored(store: Store, baseline_run_id: str, run_id: str) -> Comparison:
+    """``run_id`` compared item by item with ``baseline_run_id`` (nothing is stored)."""
+    before, after = load_run_scores(store, baseline_run_id), load_run_scores(store, run_id)
+    return compare(
+        before.consensus,
+        after.consensus,
+        before.verdicts,
+        after.verdicts,
+        before.judges,
+        after.judges,
     )
 
 
@@ -125,21 +140,31 @@ def latest_comparison(store: Store, run_id: str) -> dict[str, Any] | None:
         ).fetchone()
         if not exists or not exists[0]:
             return None
-        cursor = con.execute(
-            "SELECT * FROM comparisons WHERE run_id = ? ORDER BY created_at DESC LIMIT 1",
+        newest = con.execute(
+            "SELECT comparison_id FROM comparisons WHERE run_id = ? "
+            "ORDER BY created_at DESC LIMIT 1",
             [run_id],
-        )
-        columns = [d[0] for d in cursor.description or ()]
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        record = dict(zip(columns, row, strict=True))
-        judges = con.execute(
-            "SELECT judge_id, drift, n_paired FROM comparison_judges "
-            "WHERE comparison_id = ? ORDER BY judge_id",
-            [record["comparison_id"]],
-        ).fetchall()
-    record["created_at"] = record["created_at"].isoformat()
+        ).fetchone()
+        record = None if newest is None else comparison_record(con, str(newest[0]))
+    if record is not None:
+        record["created_at"] = record["created_at"].isoformat()
+    return record
+
+
+def comparison_record(con: duckdb.DuckDBPyConnection, comparison_id: str) -> dict[str, Any] | None:
+    """The stored comparison ``comparison_id`` (its columns, JSON ones decoded, and
+    ``judges``: each judge's drift), or None."""
+    cursor = con.execute("SELECT * FROM comparisons WHERE comparison_id = ?", [comparison_id])
+    columns = [d[0] for d in cursor.description or ()]
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    record = dict(zip(columns, row, strict=True))
+    judges = con.execute(
+        "SELECT judge_id, drift, n_paired FROM comparison_judges "
+        "WHERE comparison_id = ? ORDER BY judge_id",
+        [comparison_id],
+    ).fetchall()
     for key in ("thresholds", "flipped_items"):
         if isinstance(record[key], str):
             record[key] = json.loads(record[key])

@@ -4,12 +4,11 @@ filtered, searched), an item's neighbours in that order, and everything about on
 SQL text is fixed: sort keys and filters pick fragments from the dicts below, and every
 value from a request is a bound parameter.
 
-The measures are those of the ``item_disagreement`` view (storage/views.py; the tests
-check both give the same rows), computed here for one run straight from the tables:
-through the view, a page of a 100,000-item run took 230 ms before any sorting, most of
-it the view's ``disagreement_rank`` window over the whole run, which a page never needs
-(the same order comes from ORDER BY on the columns the rank is defined by); this way a
-page takes 40-60 ms (``bench/bench_viewer.py``).
+The measures come from the ``item_disagreement_measures`` view (storage/views.py), read
+for one run: ``item_disagreement`` adds to it a ``disagreement_rank`` window over the whole
+run, which took most of a page's 230 ms at 100,000 items and which a page never needs (the
+same order comes from ORDER BY on the columns the rank is defined by); without it a page
+takes 40-60 ms (``bench/bench_viewer.py``).
 """
 
 from __future__ import annotations
@@ -22,68 +21,21 @@ from typing import Any
 
 import duckdb
 
-# Per item of the run ``$run``: the columns of ``item_disagreement`` the viewer uses, plus
-# ``gold_mismatch`` (the consensus verdict is not the dataset's) and ``row_number``.
+from juryflow.storage.views import DISAGREEMENT_RANK_ORDER
+
+# Per item of the run ``$run``: the ``item_disagreement_measures`` view (storage/views.py),
+# whose run filter reaches its table scans, plus ``gold_mismatch`` (the consensus verdict
+# is not the dataset's).
 _MEASURES = """
-WITH scored AS (
-    SELECT item_id,
-           count(*) AS n_judgments,
-           count(score) AS n_scored,
-           max(score) - min(score) AS score_range,
-           stddev_pop(score) AS score_sd,
-           count(*) FILTER (WHERE verdict) AS n_hallucinated,
-           count(*) FILTER (WHERE NOT verdict) AS n_clean,
-           count(*) FILTER (WHERE score IS NOT NULL AND output_kind = 'spans') AS n_span_judges
-    FROM judgments WHERE run_id = $run
-    GROUP BY item_id
-),
-cons AS (
-    SELECT item_id, status, score_median, hallucinated, chars_any, chars_all
-    FROM consensus WHERE run_id = $run
-),
-measures AS (
-    SELECT i.item_id, i.row_number,
-           coalesce(s.n_judgments, 0) AS n_judgments,
-           coalesce(s.n_scored, 0) AS n_scored,
-           CASE WHEN s.n_scored >= 2 THEN s.score_range END AS score_spread,
-           CASE WHEN s.n_scored >= 2 THEN s.score_sd END AS score_stddev,
-           coalesce(s.n_hallucinated, 0) AS n_hallucinated_verdicts,
-           coalesce(s.n_clean, 0) AS n_clean_verdicts,
-           coalesce(s.n_hallucinated > 0 AND s.n_clean > 0, false) AS split_verdict,
-           CASE WHEN s.n_scored >= 2 THEN
-               2.0 * least(s.n_hallucinated, s.n_clean) / s.n_scored
-           END AS verdict_split,
-           CASE WHEN s.n_span_judges >= 2 THEN
-               CASE WHEN coalesce(c.chars_any, 0) = 0 THEN 0.0
-                    ELSE 1.0 - c.chars_all / c.chars_any END
-           END AS span_disagreement,
-           c.status AS consensus_status,
-           c.score_median AS consensus_score,
-           c.hallucinated AS consensus_hallucinated,
-           i.gold_hallucinated,
-           coalesce(c.hallucinated <> i.gold_hallucinated, false) AS gold_mismatch
-    FROM items i
-    LEFT JOIN scored s USING (item_id)
-    LEFT JOIN cons c USING (item_id)
-    WHERE i.run_id = $run
-),
-ranked AS (
-    SELECT *,
-           (coalesce(score_spread, 0) + coalesce(verdict_split, 0)
-            + coalesce(span_disagreement, 0))
-           / nullif((score_spread IS NOT NULL)::INTEGER
-                    + (verdict_split IS NOT NULL)::INTEGER
-                    + (span_disagreement IS NOT NULL)::INTEGER, 0) AS disagreement
-    FROM measures
+WITH measures AS (
+    SELECT *, coalesce(consensus_hallucinated <> gold_hallucinated, false) AS gold_mismatch
+    FROM item_disagreement_measures WHERE run_id = $run
 )
 """
 
-# The order of ``item_disagreement.disagreement_rank``; every sort ends with it, so that
-# the order is total and prev/next walk every item once.
-_RANK_ORDER = (
-    "disagreement DESC NULLS LAST, span_disagreement DESC NULLS LAST, "
-    "score_stddev DESC NULLS LAST, row_number, item_id"
-)
+# Every sort ends with the rank's order, so that the order is total and prev/next walk
+# every item once.
+_RANK_ORDER = DISAGREEMENT_RANK_ORDER
 
 SORTS: dict[str, str] = {
     "disagreement": "disagreement",
@@ -262,7 +214,7 @@ def items_page(
         # The search is the costly part: one statement, so that it runs once, its matches
         # kept for the count and the page.
         found = con.execute(
-            f"{_MEASURES}, matched AS MATERIALIZED (SELECT {columns} FROM ranked WHERE {where}) "
+            f"{_MEASURES}, matched AS MATERIALIZED (SELECT {columns} FROM measures WHERE {where}) "
             f"SELECT {columns}, (SELECT count(*) FROM matched) FROM matched "
             f"ORDER BY {order_by} LIMIT $limit OFFSET $offset",
             params,
@@ -274,13 +226,13 @@ def items_page(
         # column of every matching row, where ORDER BY ... LIMIT keeps only the page's
         # (30-80 ms less at 100,000 items).
         found = con.execute(
-            f"{_MEASURES} SELECT {columns} FROM ranked "
+            f"{_MEASURES} SELECT {columns} FROM measures "
             f"WHERE {where} ORDER BY {order_by} LIMIT $limit OFFSET $offset",
             params,
         ).fetchall()
     count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
     row = con.execute(
-        f"{_MEASURES} SELECT count(*) FROM ranked WHERE {where}", count_params
+        f"{_MEASURES} SELECT count(*) FROM measures WHERE {where}", count_params
     ).fetchone()
     return _page(con, run_id, found, int(row[0]) if row else 0)
 
@@ -351,7 +303,7 @@ def neighbours(
         f"{_MEASURES} SELECT previous, following, position, total FROM ("
         "SELECT item_id, lag(item_id) OVER w AS previous, lead(item_id) OVER w AS following, "
         "row_number() OVER w AS position, count(*) OVER () AS total "
-        f"FROM ranked WHERE {where} WINDOW w AS (ORDER BY {_order(order)})"
+        f"FROM measures WHERE {where} WINDOW w AS (ORDER BY {_order(order)})"
         ") WHERE item_id = $item",
         params,
     ).fetchone()
@@ -545,7 +497,7 @@ def item_measures(con: duckdb.DuckDBPyConnection, run_id: str, item_id: str) -> 
     """The item's disagreement measures (the items page's columns); {} for no such item."""
     columns = ", ".join(_ROW_COLUMNS)
     row = con.execute(
-        f"{_MEASURES} SELECT {columns} FROM ranked WHERE item_id = $item",
+        f"{_MEASURES} SELECT {columns} FROM measures WHERE item_id = $item",
         {"run": run_id, "item": item_id},
     ).fetchone()
     return {} if row is None else dict(zip(_ROW_COLUMNS, row, strict=True))

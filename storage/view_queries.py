@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from juryflow.storage.comparisons import comparison_record
 from juryflow.storage.store import Store
 
 
@@ -76,23 +77,9 @@ def list_comparisons(
 
 def comparison(store: Store, comparison_id: str) -> dict[str, Any] | None:
     """One stored comparison, as :func:`juryflow.storage.comparisons.latest_comparison`
-    gives a run's newest (``judges`` added, JSON columns decoded), or None."""
+    gives a run's newest (``created_at`` left a datetime), or None."""
     with store.read() as con:
-        cursor = con.execute("SELECT * FROM comparisons WHERE comparison_id = ?", [comparison_id])
-        columns = [d[0] for d in cursor.description or ()]
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        record = dict(zip(columns, row, strict=True))
-        judges = con.execute(
-            "SELECT judge_id, drift, n_paired FROM comparison_judges "
-            "WHERE comparison_id = ? ORDER BY judge_id",
-            [comparison_id],
-        ).fetchall()
-    for key in ("thresholds", "flipped_items"):
-        record[key] = _json(record[key])
-    record["judges"] = [{"judge_id": j, "drift": d, "n_paired": n} for j, d, n in judges]
-    return record
+        return comparison_record(con, comparison_id)
 
 
 def _json(raw: Any) -> Any:

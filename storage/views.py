@@ -65,17 +65,17 @@ def _disjoint(source: str, keys: str, set_key: str) -> str:
 # cover the same characters as the stored ``span_sets``. Judges: the anchored spans of
 # scored span answers (a negative start clipped to 0); consensus: the spans of ``ok``
 # consensus rows.
-_JUDGMENT_INTERVALS = "CREATE OR REPLACE VIEW judgment_intervals AS" + _disjoint(
-    """
+_JUDGE_SPANS = """
     SELECT s.run_id, s.item_id, s.judge_id, j.rowid AS judgment_row,
            greatest(s.char_start, 0) AS char_start, s.char_end
     FROM judgment_spans s
     JOIN judgments j USING (run_id, item_id, judge_id)
     WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
       AND s.char_start IS NOT NULL AND s.char_end > greatest(s.char_start, 0)
-    """,
-    "run_id, item_id, judge_id",
-    "judgment_row",
+    """
+
+_JUDGMENT_INTERVALS = "CREATE OR REPLACE VIEW judgment_intervals AS" + _disjoint(
+    _JUDGE_SPANS, "run_id, item_id, judge_id", "judgment_row"
 )
 
 _CONSENSUS_INTERVALS = "CREATE OR REPLACE VIEW consensus_intervals AS" + _disjoint(
@@ -156,8 +156,14 @@ _GOLD_CHARS = """
 #   that are defined. Each needs two answers: with fewer than two scored judges the score
 #   measures are NULL, with fewer than two span judges span_disagreement is NULL, and an
 #   item with neither has a NULL disagreement and ranks last.
-_ITEM_DISAGREEMENT = """
-    CREATE OR REPLACE VIEW item_disagreement AS
+#
+# ``item_disagreement_measures`` is ``item_disagreement`` without the rank and
+# ``consensus_chars`` (a join on the consensus spans), plus ``row_number``. Read it for one
+# run (``WHERE run_id = ...`` reaches every table scan) where neither is needed: the rank
+# is a window over the whole run, most of the cost of a page of the viewer, which orders
+# by the rank's columns instead (storage/item_queries.py).
+_ITEM_DISAGREEMENT_MEASURES = """
+    CREATE OR REPLACE VIEW item_disagreement_measures AS
     WITH scored AS (
         SELECT run_id, item_id,
                count(*) AS n_judgments,
@@ -170,20 +176,6 @@ _ITEM_DISAGREEMENT = """
                    AS n_span_judges
         FROM judgments
         GROUP BY run_id, item_id
-    ),
-    -- Characters marked by any / every answering span judge are counted once, in numpy,
-    -- when the consensus is computed; counting them here took a window per item.
-    chars AS (
-        SELECT c.run_id, c.item_id, c.chars_any, c.chars_all
-        FROM consensus c JOIN scored s USING (run_id, item_id)
-        WHERE s.n_span_judges > 0
-    ),
-    cons_chars AS (
-        -- consensus spans never overlap (the consensus merges them), so lengths add up
-        SELECT s.run_id, s.item_id, sum(s.char_end - s.char_start) AS consensus_chars
-        FROM consensus_spans s JOIN consensus c USING (run_id, item_id)
-        WHERE c.status = 'ok' AND s.char_end > s.char_start
-        GROUP BY s.run_id, s.item_id
     ),
     measures AS (
         SELECT i.run_id, i.item_id, i.row_number,
@@ -199,43 +191,58 @@ _ITEM_DISAGREEMENT = """
                    2.0 * least(s.n_hallucinated_verdicts, s.n_clean_verdicts) / s.n_scored
                END AS verdict_split,
                coalesce(s.n_span_judges, 0) AS n_span_judges,
-               coalesce(ch.chars_any, 0) AS chars_any,
-               coalesce(ch.chars_all, 0) AS chars_all,
+               -- characters marked by any / every answering span judge are counted once,
+               -- in numpy, when the consensus is computed; counting them here took a
+               -- window per item
+               CASE WHEN s.n_span_judges > 0 THEN coalesce(c.chars_any, 0) ELSE 0 END
+                   AS chars_any,
+               CASE WHEN s.n_span_judges > 0 THEN coalesce(c.chars_all, 0) ELSE 0 END
+                   AS chars_all,
                CASE WHEN s.n_span_judges >= 2 THEN
-                   CASE WHEN coalesce(ch.chars_any, 0) = 0 THEN 0.0
-                        ELSE 1.0 - ch.chars_all / ch.chars_any END
+                   CASE WHEN coalesce(c.chars_any, 0) = 0 THEN 0.0
+                        ELSE 1.0 - c.chars_all / c.chars_any END
                END AS span_disagreement,
                c.status AS consensus_status,
                c.score_median AS consensus_score,
                c.hallucinated AS consensus_hallucinated,
-               coalesce(cc.consensus_chars, 0) AS consensus_chars,
                i.gold_hallucinated
         FROM items i
         LEFT JOIN scored s USING (run_id, item_id)
-        LEFT JOIN chars ch USING (run_id, item_id)
         LEFT JOIN consensus c USING (run_id, item_id)
-        LEFT JOIN cons_chars cc USING (run_id, item_id)
-    ),
-    combined AS (
-        SELECT *,
-               (coalesce(score_spread, 0) + coalesce(verdict_split, 0)
-                + coalesce(span_disagreement, 0))
-               / nullif((score_spread IS NOT NULL)::INTEGER
-                        + (verdict_split IS NOT NULL)::INTEGER
-                        + (span_disagreement IS NOT NULL)::INTEGER, 0) AS disagreement
-        FROM measures
     )
+    SELECT *,
+           (coalesce(score_spread, 0) + coalesce(verdict_split, 0)
+            + coalesce(span_disagreement, 0))
+           / nullif((score_spread IS NOT NULL)::INTEGER
+                    + (verdict_split IS NOT NULL)::INTEGER
+                    + (span_disagreement IS NOT NULL)::INTEGER, 0) AS disagreement
+    FROM measures
+"""
+
+DISAGREEMENT_RANK_ORDER = (
+    "disagreement DESC NULLS LAST, span_disagreement DESC NULLS LAST, "
+    "score_stddev DESC NULLS LAST, row_number, item_id"
+)
+"""The order of ``item_disagreement.disagreement_rank`` within a run (columns of
+``item_disagreement_measures``)."""
+
+_ITEM_DISAGREEMENT = f"""
+    CREATE OR REPLACE VIEW item_disagreement AS
     SELECT run_id, item_id, n_judgments, n_scored, score_spread, score_stddev,
            n_hallucinated_verdicts, n_clean_verdicts, split_verdict, verdict_split,
            n_span_judges, chars_any, chars_all, span_disagreement, disagreement,
-           row_number() OVER (
-               PARTITION BY run_id
-               ORDER BY disagreement DESC NULLS LAST, span_disagreement DESC NULLS LAST,
-                        score_stddev DESC NULLS LAST, row_number, item_id
-           ) AS disagreement_rank,
-           consensus_status, consensus_score, consensus_hallucinated, consensus_chars,
-           gold_hallucinated
-    FROM combined
+           row_number() OVER (PARTITION BY run_id ORDER BY {DISAGREEMENT_RANK_ORDER})
+               AS disagreement_rank,
+           consensus_status, consensus_score, consensus_hallucinated,
+           coalesce(cc.consensus_chars, 0) AS consensus_chars, gold_hallucinated
+    FROM item_disagreement_measures
+    LEFT JOIN (
+        -- consensus spans never overlap (the consensus merges them), so lengths add up
+        SELECT s.run_id, s.item_id, sum(s.char_end - s.char_start) AS consensus_chars
+        FROM consensus_spans s JOIN consensus c USING (run_id, item_id)
+        WHERE c.status = 'ok' AND s.char_end > s.char_start
+        GROUP BY s.run_id, s.item_id
+    ) cc USING (run_id, item_id)
 """
 
 # Every pair of judges (judge_a < judge_b) over the items both answered: verdict agreement
@@ -367,6 +374,7 @@ _JUDGE_BIAS = """
     LEFT JOIN overlap o USING (run_id, judge_id)
 """
 
+
 # Every judge, and the consensus (judge_id 'consensus'), against the human labels, over
 # ALL labelled items as RAGTruth counts them: where a predictor gave no answer (a failed
 # judge, a consensus below quorum) it counts as flagging nothing. ``coverage`` is the share
@@ -375,8 +383,12 @@ _JUDGE_BIAS = """
 # micro-averaged over the data set, over the items with span labels, for predictors that
 # answer with spans (score-only judges have NULL span figures). Runs without labels have
 # no rows.
-_JUDGE_ACCURACY = """
-    CREATE OR REPLACE VIEW judge_accuracy AS
+def _judge_accuracy(view: str, gold_items: str, gold_overlap: str) -> str:
+    """The ``judge_accuracy`` view as ``view``, over the labels that the CTEs
+    ``gold_items`` (one row per labelled item) and ``gold_overlap`` (characters each
+    predictor shares with the labels) read; each may define helper CTEs before its own."""
+    return f"""
+    CREATE OR REPLACE VIEW {view} AS
     WITH predictors AS (
         SELECT run_id, judge_id, bool_or(output_kind = 'spans') AS span_predictor
         FROM judgments GROUP BY run_id, judge_id
@@ -384,13 +396,7 @@ _JUDGE_ACCURACY = """
         SELECT run_id, 'consensus', bool_or(n_span_judges > 0)
         FROM consensus GROUP BY run_id
     ),
-    gold_items AS (
-        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
-               coalesce(z.n_chars, 0) AS gold_chars
-        FROM gold_labels g
-        LEFT JOIN span_sets z
-          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
-    ),
+    {gold_items}
     run_gold AS (
         SELECT run_id,
                count(*) FILTER (WHERE gold IS NOT NULL) AS n_items,
@@ -436,21 +442,7 @@ _JUDGE_ACCURACY = """
         FROM predictions x JOIN gold_items g USING (run_id, item_id)
         GROUP BY x.run_id, x.judge_id
     ),
-    -- a gold overlap has a row only where the gold labels have spans (so the item's span
-    -- labels count) and the predictor flagged (so a judge answered with spans there)
-    gold_overlap AS (
-        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
-               sum(overlap_chars) AS overlap_answered
-        FROM span_overlaps WHERE kind = 'judge-gold'
-        GROUP BY run_id, judge_a
-        UNION ALL
-        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
-               sum(o.overlap_chars) FILTER (
-                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
-        FROM span_overlaps o JOIN consensus c USING (run_id, item_id)
-        WHERE o.kind = 'consensus-gold'
-        GROUP BY o.run_id
-    ),
+    {gold_overlap}
     response AS (
         SELECT p.run_id, p.judge_id, g.n_items,
                coalesce(a.n_answered, 0) AS n_answered,
@@ -516,6 +508,44 @@ _JUDGE_ACCURACY = """
     FROM response r FULL OUTER JOIN spans s USING (run_id, judge_id)
 """
 
+
+# The dataset's labels: their gold sets and overlaps are stored (``span_sets`` /
+# ``span_overlaps``).
+_DATASET_GOLD_ITEMS = """gold_items AS (
+        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
+               coalesce(z.n_chars, 0) AS gold_chars
+        FROM gold_labels g
+        LEFT JOIN span_sets z
+          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
+    ),"""
+
+
+def _gold_overlap(overlaps: str) -> str:
+    """The ``gold_overlap`` CTE over ``overlaps``, rows in the columns of ``span_overlaps``
+    (only ``judge-gold`` and ``consensus-gold`` rows are read).
+
+    A gold overlap has a row only where the gold labels have spans (so the item's span
+    labels count) and the predictor flagged (so a judge answered with spans there)."""
+    return f"""gold_overlap AS (
+        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
+               sum(overlap_chars) AS overlap_answered
+        FROM {overlaps} WHERE kind = 'judge-gold'
+        GROUP BY run_id, judge_a
+        UNION ALL
+        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
+               sum(o.overlap_chars) FILTER (
+                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
+        FROM {overlaps} o JOIN consensus c USING (run_id, item_id)
+        WHERE o.kind = 'consensus-gold'
+        GROUP BY o.run_id
+    ),"""
+
+
+_JUDGE_ACCURACY = _judge_accuracy(
+    "judge_accuracy", _DATASET_GOLD_ITEMS, _gold_overlap("span_overlaps")
+)
+
+
 VIEWS: tuple[str, ...] = (
     _RUN_OVERVIEW,
     _JUDGMENT_INTERVALS,
@@ -525,6 +555,7 @@ VIEWS: tuple[str, ...] = (
     _GOLD_LABELS,
     _GOLD_INTERVALS,
     _GOLD_CHARS,
+    _ITEM_DISAGREEMENT_MEASURES,
     _ITEM_DISAGREEMENT,
     _JUDGE_PAIR_AGREEMENT,
     _JUDGE_BIAS,
@@ -533,6 +564,7 @@ VIEWS: tuple[str, ...] = (
 
 AGREEMENT_VIEWS: tuple[str, ...] = (
     "item_disagreement",
+    "item_disagreement_measures",
     "judge_pair_agreement",
     "judge_bias",
     "judge_accuracy",
@@ -589,40 +621,12 @@ _ADJUDICATED_LABELS = """
 # labels hundreds of items, not the run). Annotation spans are stored merged, so their
 # lengths add up; the judges' spans are cut into disjoint intervals as in
 # ``judgment_intervals``, and consensus spans never overlap.
-_DATASET_GOLD_ITEMS = """
-    gold_items AS (
-        SELECT g.run_id, g.item_id, g.gold_hallucinated AS gold, g.has_span_labels,
-               coalesce(z.n_chars, 0) AS gold_chars
-        FROM gold_labels g
-        LEFT JOIN span_sets z
-          ON z.kind = 'gold' AND z.run_id = g.run_id AND z.item_id = g.item_id
-    ),"""
-
-_DATASET_GOLD_OVERLAP = """
-    gold_overlap AS (
-        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
-               sum(overlap_chars) AS overlap_answered
-        FROM span_overlaps WHERE kind = 'judge-gold'
-        GROUP BY run_id, judge_a
-        UNION ALL
-        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
-               sum(o.overlap_chars) FILTER (
-                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
-        FROM span_overlaps o JOIN consensus c USING (run_id, item_id)
-        WHERE o.kind = 'consensus-gold'
-        GROUP BY o.run_id
-    ),"""
 
 
 # The judges' span answers on annotated items with span labels, as disjoint intervals.
 _ANNOTATED_JUDGE_INTERVALS = _disjoint(
-    """
-    SELECT s.run_id, s.item_id, s.judge_id, j.rowid AS judgment_row,
-           greatest(s.char_start, 0) AS char_start, s.char_end
-    FROM judgment_spans s
-    JOIN judgments j USING (run_id, item_id, judge_id)
-    WHERE j.score IS NOT NULL AND j.output_kind = 'spans'
-      AND s.char_start IS NOT NULL AND s.char_end > greatest(s.char_start, 0)
+    _JUDGE_SPANS
+    + """
       AND EXISTS (SELECT 1 FROM annotated_spans a
                   WHERE a.run_id = s.run_id AND a.item_id = s.item_id)
     """,
@@ -685,32 +689,12 @@ def _annotated_gold_overlap(labels: str) -> str:
         WHERE k.status = 'ok' AND c.char_start < s.char_end AND s.char_start < c.char_end
         GROUP BY ALL
     ),
-    gold_overlap AS (
-        SELECT run_id, judge_a AS judge_id, sum(overlap_chars) AS overlap_chars,
-               sum(overlap_chars) AS overlap_answered
-        FROM overlap_rows WHERE kind = 'judge-gold'
-        GROUP BY run_id, judge_a
-        UNION ALL
-        SELECT o.run_id, 'consensus', sum(o.overlap_chars),
-               sum(o.overlap_chars) FILTER (
-                   WHERE c.hallucinated IS NOT NULL AND c.n_span_judges > 0)
-        FROM overlap_rows o JOIN consensus c USING (run_id, item_id)
-        WHERE o.kind = 'consensus-gold'
-        GROUP BY o.run_id
-    ),"""
+    {_gold_overlap("overlap_rows")}"""
 
 
 def _judge_accuracy_against(view: str, labels: str) -> str:
     """``judge_accuracy`` with the labels of ``labels`` (a view with gold_labels' columns)."""
-    assert _JUDGE_ACCURACY.count(_DATASET_GOLD_ITEMS) == 1
-    assert _JUDGE_ACCURACY.count(_DATASET_GOLD_OVERLAP) == 1
-    return (
-        _JUDGE_ACCURACY.replace(
-            "CREATE OR REPLACE VIEW judge_accuracy AS", f"CREATE OR REPLACE VIEW {view} AS"
-        )
-        .replace(_DATASET_GOLD_ITEMS, _annotated_gold_items(labels))
-        .replace(_DATASET_GOLD_OVERLAP, _annotated_gold_overlap(labels))
-    )
+    return _judge_accuracy(view, _annotated_gold_items(labels), _annotated_gold_overlap(labels))
 
 
 VIEWS += (

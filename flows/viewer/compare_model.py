@@ -15,11 +15,10 @@ from juryflow.judges.regression_stats import (
     Comparison,
     Thresholds,
     check_thresholds,
-    compare,
     gate_notes,
     regression_message,
 )
-from juryflow.storage.comparisons import load_run_scores
+from juryflow.storage.comparisons import compare_stored
 from juryflow.storage.store import RunRecord, Store
 from juryflow.storage.view_queries import comparison, list_comparisons
 from juryflow.viewer.charts import drift_svg
@@ -178,15 +177,7 @@ def load_stored(store: Store, comparison_id: str) -> ComparePage | None:
 def load_pair(store: Store, baseline_id: str, run_id: str) -> ComparePage:
     """Run ``run_id`` compared with ``baseline_id`` now (nothing stored)."""
     baseline, run = _run(store, baseline_id), _run(store, run_id)
-    before, after = load_run_scores(store, baseline_id), load_run_scores(store, run_id)
-    result = compare(
-        before.consensus,
-        after.consensus,
-        before.verdicts,
-        after.verdicts,
-        before.judges,
-        after.judges,
-    )
+    result = compare_stored(store, baseline_id, run_id)
     stored = [
         (row.comparison_id, comparison_href(row.comparison_id))
         for row in list_comparisons(store, run_id)

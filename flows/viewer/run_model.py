@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from markupsafe import Markup
 
 from juryflow.analysis import AgreementReport, GroupAgreement, PairAgreement, Stat, agreement_report
+from juryflow.report_model import GROUP_METRICS
 from juryflow.storage.analysis import ensure_views
 from juryflow.storage.report_queries import judge_stats, raw_scores
 from juryflow.storage.run_queries import cost_split, list_runs
@@ -186,16 +187,6 @@ def load_runs_page(store: Store) -> RunsPage:
 
 
 # -- one run's page ----------------------------------------------------------------------
-
-GROUP_METRICS: tuple[tuple[str, Callable[[GroupAgreement], Stat | None]], ...] = (
-    ("Krippendorff α, interval (scores)", lambda g: g.alpha_interval),
-    ("Krippendorff α, ordinal (scores)", lambda g: g.alpha_ordinal),
-    ("Fleiss κ (verdicts)", lambda g: g.fleiss_kappa),
-    ("percent agreement (verdicts)", lambda g: g.percent_agreement),
-    ("mean pairwise Cohen κ", lambda g: g.mean_cohen_kappa),
-    ("mean pairwise span F1 (chars)", lambda g: g.mean_span_f1),
-    ("effective panel size (errors vs gold)", lambda g: g.effective_panel_size),
-)
 
 
 @dataclass(frozen=True, slots=True)
