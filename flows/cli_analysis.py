@@ -24,21 +24,17 @@ from juryflow.analysis import (
     agreement_report,
     disagreements,
 )
-from juryflow.cli_runs import resolve_or_exit
-from juryflow.output import dump_json, plain, print_error, safe_text
+from juryflow.cli_runs import DbOption, resolve_or_exit
+from juryflow.cli_runs import fail as _fail
+from juryflow.output import dump_json, plain, safe_text
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 
 console = Console()
-err = Console(stderr=True)
 
 T = TypeVar("T")
 
 RunArgument = Annotated[
     str | None, typer.Argument(help="Run id (default: the latest run in the store).")
-]
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
 ]
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 GoldOption = Annotated[
@@ -58,11 +54,6 @@ GOLD_DESCRIPTIONS: dict[str, str] = {
 }
 
 SPAN_TEXT_CHARS = 60
-
-
-def _fail(message: str) -> None:
-    print_error(err, message)
-    raise typer.Exit(code=2)
 
 
 def _load(fn: Callable[[], T]) -> T:

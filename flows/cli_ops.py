@@ -12,20 +12,12 @@ import typer
 from rich.console import Console
 
 from juryflow import output
-from juryflow.cli_runs import resolve_or_exit
+from juryflow.cli_runs import DbOption, resolve_or_exit
+from juryflow.cli_runs import fail as _fail
 
 console = Console()
 err = Console(stderr=True)
 
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
-]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    output.print_error(err, message)
-    raise typer.Exit(code=code)
 
 
 def _check_store(db: str | None) -> None:

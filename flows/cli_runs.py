@@ -53,22 +53,12 @@ def resolve_or_exit(db: str | None, text: str | None, option: str = "RUN") -> st
     return None  # unreachable: _fail raises
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    whole = int(seconds)
-    if whole < 60:
-        return f"{seconds:.1f} s"
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
 def _table_row(columns: list[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
     values = dict(zip(columns, row, strict=True))
     values["dataset"] = Path(values["dataset"]).name if values["dataset"] else "—"
     values["cost_usd"] = "—" if values["cost_usd"] is None else f"{values['cost_usd']:.4f}"
     values["started_at"] = f"{values['started_at']:%m-%d %H:%M}"
-    values["duration_s"] = _duration(values["duration_s"])
+    values["duration_s"] = output.duration(values["duration_s"])
     return tuple(values.values())
 
 

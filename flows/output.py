@@ -292,3 +292,14 @@ def print_dry_run(console: Console, estimate: DryRun) -> None:
         lines.append(f"--max-cost ${estimate.max_cost:g}: {verdict}")
     for line in lines:
         console.print(plain(f"  {line}", one_line=True), soft_wrap=True)
+
+
+def duration(seconds: float | None) -> str:
+    """A run's duration as ``runs`` and the viewer show it: ``12.3 s``, ``4:05``, ``1:02:03``."""
+    if seconds is None:
+        return "—"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.1f} s"
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

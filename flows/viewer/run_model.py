@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from markupsafe import Markup
 
 from juryflow.analysis import AgreementReport, GroupAgreement, PairAgreement, Stat, agreement_report
+from juryflow.output import duration
 from juryflow.report_model import GROUP_METRICS
 from juryflow.storage.analysis import ensure_views
 from juryflow.storage.report_queries import judge_stats, raw_scores
@@ -58,16 +59,6 @@ def stat(value: Stat | None) -> str:
 
 def when(moment: datetime | None) -> str:
     return "—" if moment is None else f"{moment:%Y-%m-%d %H:%M}"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    whole = int(seconds)
-    if whole < 60:
-        return f"{seconds:.1f} s"
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def cost(value: float | None) -> str:
