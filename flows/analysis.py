@@ -130,6 +130,10 @@ class JudgeSummary(_Frozen):
     """Mean (score - consensus median); positive = harsher than the panel."""
     consensus_verdict_agreement: Stat
     consensus_span_f1: Stat
+    consensus_spans: Scores | None = None
+    """The judge's flagged characters against the consensus spans, over the items where both
+    gave spans: precision = share of its characters the consensus flagged too, recall =
+    share of the consensus' characters it flagged; its F1 is ``consensus_span_f1``."""
 
 
 class Scores(_Frozen):
@@ -514,10 +518,13 @@ def _judge_summary(data: sa.RunData, lines: _Lines, j: int) -> JudgeSummary:
             if vs.any()
             else _na("no consensus on the items it scored")
         )
-    span_items = int((lines.judges[j].answered & lines.consensus.answered).sum())
+    both_spans = lines.judges[j].answered & lines.consensus.answered
+    span_items = int(both_spans.sum())
+    span_scores = None
     if span_items:
         f1 = ag.pairwise_line_f1([lines.judges[j], lines.consensus])[0, 1]
         span = _stat(float(f1), span_items, "neither flagged a character")
+        span_scores = _span_scores(ag.item_counts(lines.judges[j], lines.consensus), both_spans)
     elif data.output_kinds[judge_id] != "spans":
         span = _na("score-only judge")
     else:
@@ -533,6 +540,7 @@ def _judge_summary(data: sa.RunData, lines: _Lines, j: int) -> JudgeSummary:
         bias=bias,
         consensus_verdict_agreement=agree,
         consensus_span_f1=span,
+        consensus_spans=span_scores,
     )
 
 

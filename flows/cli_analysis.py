@@ -161,6 +161,7 @@ def _judges_table(report: AgreementReport) -> Table:
         ("bias vs median", "right"),
         ("verdict = consensus", "right"),
         ("span F1 vs consensus", "right"),
+        ("span P / R", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for j in report.judge_summaries:
@@ -173,6 +174,9 @@ def _judges_table(report: AgreementReport) -> Table:
             plain(j.bias.show()) if j.bias.value is None else f"{j.bias.value:+.3f}",
             _stat(j.consensus_verdict_agreement),
             _stat(j.consensus_span_f1),
+            "—"
+            if j.consensus_spans is None
+            else f"{j.consensus_spans.precision:.3f} / {j.consensus_spans.recall:.3f}",
         )
     return table
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from juryflow.analysis import (
@@ -206,6 +206,11 @@ PAIR_COLUMNS: tuple[Column[PairAgreement], ...] = (
     ("span F1", lambda p: stat_cell(p.span_f1)),
 )
 
+def _vs_consensus(judge: JudgeSummary, measure: Literal["precision", "recall"]) -> float | None:
+    scores = judge.consensus_spans
+    return None if scores is None else getattr(scores, measure)
+
+
 JUDGE_COLUMNS: tuple[Column[JudgeSummary], ...] = (
     ("judge", lambda j: judge_cell(j.judge_id)),
     ("output", lambda j: text_cell(j.output_kind)),
@@ -216,6 +221,8 @@ JUDGE_COLUMNS: tuple[Column[JudgeSummary], ...] = (
     ("bias vs median", lambda j: stat_cell(j.bias, signed=True)),
     ("verdict = consensus", lambda j: stat_cell(j.consensus_verdict_agreement)),
     ("span F1 vs consensus", lambda j: stat_cell(j.consensus_span_f1)),
+    ("span precision", lambda j: num_cell(_vs_consensus(j, "precision"))),
+    ("span recall", lambda j: num_cell(_vs_consensus(j, "recall"))),
 )
 
 _NO_VERDICT = "no verdict on an item with a human label"

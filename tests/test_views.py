@@ -256,6 +256,16 @@ def assert_views_match_report(store: Store, report: AgreementReport) -> None:
         assert row["n_vs_consensus"] == j.bias.n
         assert _close(row["consensus_verdict_agreement"], j.consensus_verdict_agreement.value)
         assert _close(row["consensus_span_f1"], j.consensus_span_f1.value), row["judge_id"]
+        if row["n_span_items"]:
+            # precision and recall against the consensus come from the same characters
+            scores = j.consensus_spans
+            assert scores is not None, row["judge_id"]
+            assert (scores.tp, scores.tp + scores.fp, scores.tp + scores.fn) == (
+                row["overlap_chars"],
+                row["judge_chars"],
+                row["consensus_chars"],
+            ), row["judge_id"]
+            assert _close(scores.f1, j.consensus_span_f1.value), row["judge_id"]
 
     accuracy = {a.predictor: a for a in report.accuracy}
     sql_accuracy = {r["judge_id"]: r for r in sa.judge_accuracy_rows(store, run_id)}
