@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from juryflow.judges import agreement
 from juryflow.storage.connection import StoreError
 from juryflow.storage.store import Store
 
@@ -106,14 +107,10 @@ def resolve_reviewer(explicit: str | None = None) -> str:
 
 
 def merge_spans(spans: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """The characters ``spans`` cover, as sorted disjoint intervals (touching ones joined)."""
-    merged: list[list[int]] = []
-    for start, end in sorted((int(a), int(b)) for a, b in spans if int(b) > int(a)):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return tuple((a, b) for a, b in merged)
+    """The characters ``spans`` cover, as sorted disjoint intervals (touching ones joined):
+    :func:`juryflow.judges.agreement.merge_spans`, as tuples."""
+    merged = agreement.merge_spans(list(spans)).tolist()
+    return tuple((int(a), int(b)) for a, b in merged)
 
 
 _TEXT_SQL = (
@@ -190,17 +187,14 @@ def save_annotation(store: Store, annotation: NewAnnotation) -> Annotation:
         verdict=annotation.verdict,
         note=annotation.note,
     )
-    spans = merge_spans(
-        [*((d.char_start, d.char_end) for d in annotation.decisions if d.accepted), *missed]
-    )
     created = datetime.now(UTC)
     try:
         try:
-            return _save(store, annotation, spans, created)
+            return _save(store, annotation, created)
         except _Outdated:
             # a store written before migration 6: this write brings it up to date first
             store.migrate()
-            return _save(store, annotation, spans, created)
+            return _save(store, annotation, created)
     except duckdb.Error as error:
         raise StoreError(
             f"cannot save the annotation in {store.path}: {_one_line(str(error))}"
@@ -214,7 +208,6 @@ class _Outdated(Exception):
 def _save(
     store: Store,
     annotation: NewAnnotation,
-    spans: tuple[tuple[int, int], ...],
     created: datetime,
 ) -> Annotation:
     run_id, item_id = annotation.run_id, annotation.item_id
@@ -238,6 +231,9 @@ def _save(
             ).fetchall()
         }
         _check(annotation, str(found[0]), consensus)
+        # the labelled characters: accepted consensus spans and missed ones, merged
+        accepted = [(d.char_start, d.char_end) for d in annotation.decisions if d.accepted]
+        spans = merge_spans([*accepted, *annotation.missed])
         # max + 1 inside the transaction: DuckDB lets one process write the file at a time,
         # and within a process writes are serialised, so two ids cannot collide
         row = con.execute("SELECT coalesce(max(annotation_id), 0) + 1 FROM annotations").fetchone()
