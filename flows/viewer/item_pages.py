@@ -1,7 +1,7 @@
 """Pages about items: a run's items (paged, sorted, filtered, searched) and one item, with
 its adjudication form; the queue of unreviewed items; the annotation POST.
 
-Reads take a read-only connection under ``ViewerState.file_lock`` (see
+Reads take a read-only connection under ``ViewerState.exclusive()`` (see
 :class:`~juryflow.viewer.state.ViewerState`); the one write, an annotation, goes through
 :func:`~juryflow.storage.annotations.save_annotation` under the same lock.
 """
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 def _read(state: ViewerState, work: Callable[[Any], T]) -> T:
     """``work(connection)`` on a read-only connection, under the process's file lock."""
-    with state.file_lock, state.store.read() as con:
+    with state.exclusive() as store, store.read() as con:
         return work(con)
 
 
@@ -97,8 +97,8 @@ def item_page(request: Request) -> Response:
         return record, query, around
 
     record, query, around = _read(state, work)
-    with state.file_lock:
-        annotation = latest_annotation(state.store, run_id, record.item_id)
+    with state.exclusive() as store:
+        annotation = latest_annotation(store, run_id, record.item_id)
     model = item_model(record, annotation, query, around, queue=queue)
     return viewer_app.render(request, "item.html", m=model, reviewer=state.reviewer)
 
@@ -107,8 +107,8 @@ def queue_page(request: Request) -> Response:
     state = viewer_app.state_of(request)
     run_id = str(request.path_params["run_id"])
     _read(state, lambda con: _judges_of(con, run_id))
-    with state.file_lock:
-        item_id = next_in_queue(state.store, run_id)
+    with state.exclusive() as store:
+        item_id = next_in_queue(store, run_id)
     if item_id is not None:
         return RedirectResponse(item_href(run_id, item_id, queue=True), status_code=303)
     return viewer_app.render(request, "queue_done.html", run_id=run_id, run_href=run_href(run_id))
@@ -137,8 +137,8 @@ async def post_annotation(request: Request) -> Response:
         except RequestError as error:
             raise _bad(error) from None
         try:
-            with state.file_lock:
-                save_annotation(state.store, parsed.annotation(run_id, state.reviewer))
+            with state.exclusive() as store:
+                save_annotation(store, parsed.annotation(run_id, state.reviewer))
         except StoreLockedError:
             raise  # the app answers 503 with Retry-After
         except StoreError as error:

@@ -37,13 +37,13 @@ def _resolve(store: Store, text: str, what: str = "run") -> str:
 
 
 def runs(request: Request) -> Response:
-    with state_of(request).reading() as store:
+    with state_of(request).exclusive() as store:
         page = run_model.load_runs_page(store)
     return render(request, "runs.html", page=page, **FORMAT)
 
 
 def run(request: Request) -> Response:
-    with state_of(request).reading() as store:
+    with state_of(request).exclusive() as store:
         run_id = _resolve(store, request.path_params["run_id"])
         page = run_model.load_run_page(store, run_id)
     if page is None:  # deleted between the two reads
@@ -65,7 +65,7 @@ def compare_runs(request: Request) -> Response:
     if unknown:
         raise HTTPException(400, f"unknown parameter {unknown[0]!r}: /compare takes a and b")
     a, b = _one(request, "a"), _one(request, "b")
-    with state_of(request).reading() as store:
+    with state_of(request).exclusive() as store:
         baseline, current = _resolve(store, a, "a"), _resolve(store, b, "b")
         page = compare_model.load_pair(store, baseline, current)
     return render(request, "compare.html", page=page, **FORMAT)
@@ -73,7 +73,7 @@ def compare_runs(request: Request) -> Response:
 
 def stored_comparison(request: Request) -> Response:
     comparison_id = request.path_params["comparison_id"]
-    with state_of(request).reading() as store:
+    with state_of(request).exclusive() as store:
         try:
             page = compare_model.load_stored(store, comparison_id)
         except compare_model.MissingRun as error:

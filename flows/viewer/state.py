@@ -29,7 +29,7 @@ class ViewerState:
     allowed_hosts: frozenset[str] | None = None
 
     @contextmanager
-    def reading(self) -> Iterator[Store]:
+    def exclusive(self) -> Iterator[Store]:
         """The store, for the length of the block, with no other request touching the file."""
         with self.file_lock:
             yield self.store
