@@ -26,6 +26,7 @@ from juryflow.judges.regression_stats import (
 from juryflow.report import render_report, write_report
 from juryflow.storage.comparisons import save_comparison
 from juryflow.storage.store import RunRecord, Store
+from tests.headless_chromium import headless_chromium
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> & "quotes" </mark>'
 RESPONSE = f"The tower opened in 1889 in Paris and cost 7 million. {HOSTILE} It is 300 m tall."
@@ -448,37 +449,13 @@ def test_report_renders_in_headless_chromium(store: Store, tmp_path: Path) -> No
     assert "script" not in names and "img" not in names
 
 
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-
-
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
     """Headless Chromium driven by selenium, with no network."""
-    if not CHROMEDRIVER.exists() or CHROMIUM is None:
-        pytest.skip("chromedriver not at /usr/bin/chromedriver (apt install chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        "--window-size=1280,3000",
-        f"--user-data-dir={tmp_path / 'selenium-profile'}",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with headless_chromium(
+        tmp_path / "selenium-profile", "1280,3000", ["--host-resolver-rules=MAP * ~NOTFOUND"]
+    ) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 TRANSPARENT = "rgba(0, 0, 0, 0)"

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +27,8 @@ from juryflow.storage.store import Store
 from juryflow.viewer.server import RunningViewer, start_in_thread
 from juryflow.viewer.state import ViewerState
 from tests.conftest import REPO
+from tests.headless_chromium import CHROMEDRIVER, CHROMIUM, headless_chromium
 
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM = next(
-    (p for p in (Path("/usr/bin/chromium"), Path("/usr/bin/chromium-browser")) if p.exists()),
-    None,
-)
 REVIEWER = "browser-tester"
 WAIT_SECONDS = 20
 
@@ -64,30 +58,8 @@ def viewer(store: tuple[Path, str]) -> Iterator[RunningViewer]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
-    for flag in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--window-size=1400,1600",
-    ):  # fmt: skip
-        options.add_argument(flag)
-    options.binary_location = str(CHROMIUM)
-    try:
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    except WebDriverException:
-        # Chromium sometimes fails to start on a loaded machine (no DevTools port in time)
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.implicitly_wait(0)
-    try:
+    with headless_chromium(tmp_path / "chromium", "1400,1600") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _screenshots(tmp_path: Path) -> Path:

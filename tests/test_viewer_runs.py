@@ -23,6 +23,7 @@ from juryflow.regression import compare_runs
 from juryflow.storage.store import Store
 from juryflow.viewer.server import RunningViewer, start_in_thread
 from juryflow.viewer.state import ViewerState
+from tests.headless_chromium import headless_chromium
 
 HOSTILE_ID = "<script>alert(1)</script>"
 HOSTILE_DATASET = '"><img src=x onerror=alert(2)>.jsonl'
@@ -283,38 +284,11 @@ def test_a_bad_request_is_one_line(client: httpx.Client, path: str, status: int,
 
 # -- in a real browser ---------------------------------------------------------------------
 
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM = next((p for p in (Path("/usr/bin/chromium"),) if p.exists()), None)
-
-
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
     """Headless Chromium driven by selenium, with no network."""
-    if not CHROMEDRIVER.exists() or CHROMIUM is None:
-        pytest.skip("chromium/chromedriver not installed (apt install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,2000",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with headless_chromium(tmp_path / "profile", "1280,2000") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.mark.browser
