@@ -9,7 +9,6 @@ nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 
 _M_ARENA_MAX = -8  # from glibc's malloc.h
@@ -17,11 +16,10 @@ _M_ARENA_MAX = -8  # from glibc's malloc.h
 
 @cache
 def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # The process's own symbols, libc's among them: no library search (find_library runs
+    # ldconfig) on every start.
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
     return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
