@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from juryflow.analysis import AgreementReport, DisputedItem
     from juryflow.dry_run import DryRun
     from juryflow.judges.regression_stats import Thresholds
+    from juryflow.storage.lake import LakeTarget
     from juryflow.storage.store import Store
 
 Format = Literal["arrow", "pandas"]
@@ -87,9 +88,9 @@ class Run:
 
 @dataclass(frozen=True)
 class JuryStore:
-    """A juryflow DuckDB store: its runs, their rows and their agreement."""
+    """A juryflow store (a DuckDB file or a lake): its runs, their rows and their agreement."""
 
-    path: Path
+    path: Path | LakeTarget
 
     def _store(self) -> Store:
         from juryflow.storage.store import Store
@@ -201,12 +202,12 @@ def open_store(db: str | Path | None = None) -> JuryStore:
     exist; :func:`run` creates one."""
     from juryflow.storage.store import Store
 
-    path = Store(db).path
-    if not path.exists():
+    store = Store(db)
+    if not store.exists():
         raise FileNotFoundError(
-            f"no juryflow store at {path}: give db=, or make one with juryflow.run(db=...)"
+            f"no juryflow store at {store.path}: give db=, or make one with juryflow.run(db=...)"
         )
-    return JuryStore(path)
+    return JuryStore(store.path)
 
 
 def run(

@@ -197,7 +197,7 @@ def estimate_run(
         seed=seed,
     )
     # Only read: a dry run never creates the store it would write to.
-    existing = store if store.path.is_file() else None
+    existing = store if store.exists() else None
     result = DryRun(
         dataset_path,
         panel_spec.name,
@@ -284,7 +284,7 @@ def check_budget(
         return
     # A resumed run keeps the panel it started with, as stored.
     store = Store(db)
-    run = store.get_run(resume) if store.path.is_file() else None
+    run = store.get_run(resume) if store.exists() else None
     if run is None:
         return  # no such run: planning the run says so
     check_enforceable(

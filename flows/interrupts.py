@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -74,7 +75,7 @@ def take() -> InterruptedRun | None:
 
 
 def resume_hint(run_id: str, db: str) -> str:
-    return f"juryflow run --resume {run_id} --db {db}"
+    return f"juryflow run --resume {run_id} --db {shlex.quote(db)}"
 
 
 _Handler = Any  # what signal.getsignal returns: a callable, an int, or None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from juryflow.storage.datasets import DatasetError, dataset_fingerprint
 from juryflow.storage.journal import journal_path
+from juryflow.storage.lake import LakeTarget
 from juryflow.storage.paths import reason
 from juryflow.storage.store import RunRecord
 
@@ -80,7 +81,9 @@ def _lines(path: Path) -> Iterator[bytes]:
         yield from handle
 
 
-def set_aside_unknown_judges(db_path: Path, run_id: str, judges: set[str]) -> list[str]:
+def set_aside_unknown_judges(
+    db_path: Path | LakeTarget, run_id: str, judges: set[str]
+) -> list[str]:
     """Move journal entries by judges not in the run's panel to a side file; warnings.
 
     Their judgments cannot join the panel's consensus; kept in the journal they would fail

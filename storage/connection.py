@@ -12,6 +12,7 @@ deadline, saying on stderr who holds the file, until it is free or the run is st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -23,11 +24,18 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 
+if TYPE_CHECKING:
+    from juryflow.storage.lake import LakeTarget
+
+T = TypeVar("T")
+
 DEFAULT_DB = "juryflow.duckdb"
 DB_ENV = "JURYFLOW_DB"
+DATA_PATH_ENV = "JURYFLOW_DATA_PATH"
 LOCK_WAIT_SECONDS = 60.0
 LOCK_WAIT_ENV = "JURYFLOW_LOCK_WAIT_SECONDS"
 LOCK_NOTICE_SECONDS = 30.0
@@ -146,8 +154,35 @@ class StoreMissingError(StoreError):
 
 
 def resolve_db_path(path: str | Path | None) -> Path:
-    """``--db`` wins, then ``$JURYFLOW_DB``, then ``./juryflow.duckdb``."""
-    chosen = path or os.environ.get(DB_ENV) or DEFAULT_DB
+    """``--db`` wins, then ``$JURYFLOW_DB``, then ``./juryflow.duckdb``; a DuckDB file only
+    (the commands that take a lake too use :func:`resolve_target`)."""
+    target = resolve_target(path)
+    if not isinstance(target, Path):
+        raise StoreError(
+            f"{target} is a DuckLake store; this needs a DuckDB file: pass --db FILE.duckdb"
+        )
+    return target
+
+
+def resolve_target(
+    db: str | Path | LakeTarget | None, data_path: str | None = None
+) -> Path | LakeTarget:
+    """What ``--db`` names: a DuckDB file, or a lake (``ducklake:...``, with ``--data-path``
+    or ``$JURYFLOW_DATA_PATH`` for where its Parquet files go).
+
+    ``--db`` wins, then ``$JURYFLOW_DB``, then ``./juryflow.duckdb``.
+    """
+    from juryflow.storage.lake import LakeTarget, is_lake_target, parse_lake_target
+
+    if isinstance(db, LakeTarget):
+        return db
+    chosen = str(db) if db else os.environ.get(DB_ENV) or DEFAULT_DB
+    if is_lake_target(chosen):
+        return parse_lake_target(chosen, data_path or os.environ.get(DATA_PATH_ENV) or None)
+    if data_path:
+        raise StoreError(
+            "--data-path is for a DuckLake store; pass --db ducklake:... with it, or drop it"
+        )
     return Path(chosen).expanduser()
 
 
@@ -164,11 +199,21 @@ _PROCESS_LOCK = threading.RLock()
 
 @contextmanager
 def connect(
-    path: Path, *, read_only: bool = False, lock_wait: float | None = None
+    path: Path | LakeTarget, *, read_only: bool = False, lock_wait: float | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to ``path``, waiting ``lock_wait`` seconds (default
     :func:`lock_wait_seconds`) for a file another process holds, or without a deadline
-    inside :func:`patient_waits`."""
+    inside :func:`patient_waits`. A lake has no file lock: its connection is shared by the
+    process (:func:`_lake_connection`)."""
+    if not isinstance(path, Path):
+        with _PROCESS_LOCK:
+            con = _lake_connection(path)
+            try:
+                yield con
+            except BaseException:
+                _abandon_transaction(con)
+                raise
+        return
     if read_only and not path.exists():
         raise StoreMissingError(
             f"no juryflow store at {path}; run `juryflow run` first or pass --db PATH"
@@ -229,3 +274,68 @@ def _open(
         yield con
     finally:
         con.close()
+
+
+# One attached lake per process and catalog: attaching costs a PostgreSQL round trip and
+# loading ~75 MB of extensions, which a per-write connection (as for a file) would repeat.
+_LAKES: dict[tuple[str, str], duckdb.DuckDBPyConnection] = {}
+
+
+def _lake_connection(target: LakeTarget) -> duckdb.DuckDBPyConnection:
+    from juryflow.storage.lake import open_lake
+
+    key = (target.kind, target.catalog)
+    con = _LAKES.get(key)
+    if con is None:
+        con = open_lake(target, config=duckdb_config())
+        _LAKES[key] = con
+    return con
+
+
+def close_lakes() -> None:
+    """Detach every lake this process opened (tests; a process's exit does it too)."""
+    with _PROCESS_LOCK:
+        while _LAKES:
+            _LAKES.popitem()[1].close()
+
+
+def _abandon_transaction(con: duckdb.DuckDBPyConnection) -> None:
+    # On a lake an error can leave even an autocommit statement's transaction open and
+    # aborted ("please ROLLBACK"); the shared connection must be usable by the next caller.
+    # no transaction active is fine: a failed COMMIT ends its own
+    with contextlib.suppress(duckdb.Error):
+        con.execute("ROLLBACK")
+
+
+# DuckLake retries the race for the next snapshot id itself; these are conflicts of what
+# two transactions changed (an UPDATE or DELETE of a table another one wrote), which only
+# running the whole transaction again resolves.
+_CONFLICT_MARKS = ("Transaction conflict", "Failed to commit DuckLake transaction")
+CONFLICT_ATTEMPTS = 30
+
+
+def is_commit_conflict(error: duckdb.Error) -> bool:
+    text = str(error)
+    return isinstance(error, duckdb.TransactionException) and any(
+        mark in text for mark in _CONFLICT_MARKS
+    )
+
+
+def retry_conflicts(body: Callable[[], T], where: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """``body()`` (one whole transaction), run again while it loses a commit conflict to
+    another writer of the lake; StoreError when it keeps losing."""
+    delay = 0.02
+    for attempt in range(attempts):
+        try:
+            return body()
+        except duckdb.TransactionException as error:
+            if not is_commit_conflict(error) or attempt + 1 == attempts:
+                if is_commit_conflict(error):
+                    raise StoreError(
+                        f"{where}: another writer of the lake kept changing the same table "
+                        f"({attempts} attempts); try again when the other runs are done"
+                    ) from None
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")

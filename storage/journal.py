@@ -11,23 +11,43 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.records import Judgment, Span, Usage
 from juryflow.judges.redact import redact_text
 from juryflow.storage.files import open_private_append, private_dir
+
+if TYPE_CHECKING:
+    from juryflow.storage.lake import LakeTarget
 
 _JUDGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Judgment))
 _SPAN_FIELDS = tuple(f.name for f in dataclasses.fields(Span))
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
 
 
-def journal_path(db_path: Path, run_id: str) -> Path:
-    return db_path.parent / f"{db_path.name}.journal" / f"{run_id}.jsonl"
+JOURNAL_DIR_ENV = "JURYFLOW_JOURNAL_DIR"
+
+
+def journal_path(db_path: Path | LakeTarget, run_id: str) -> Path:
+    """Beside a DuckDB file; for a lake, on this machine: ``$JURYFLOW_JOURNAL_DIR``, else
+    ``~/.local/state/juryflow/journals/<lake>`` (a shard resumed elsewhere finds what the
+    lake stored, and judges again only what this machine's journal held)."""
+    if isinstance(db_path, Path):
+        return db_path.parent / f"{db_path.name}.journal" / f"{run_id}.jsonl"
+    chosen = os.environ.get(JOURNAL_DIR_ENV)
+    if chosen:
+        base = Path(chosen).expanduser()
+    else:
+        state = os.environ.get("XDG_STATE_HOME")
+        base = (Path(state) if state else Path.home() / ".local" / "state") / "juryflow"
+        base = base.expanduser() / "journals"
+    lake = hashlib.sha256(f"{db_path.kind}:{db_path.catalog}".encode()).hexdigest()[:16]
+    return base / f"lake-{lake}" / f"{run_id}.jsonl"
 
 
 def judgment_to_json(judgment: Judgment) -> str:

@@ -1,7 +1,7 @@
 """A DuckLake store: the catalog in PostgreSQL (or a DuckDB file), the data as Parquet files.
 
-Groundwork for issue 14, not wired into the product yet. The DuckLake and PostgreSQL
-extensions come from the PyPI wheels ``duckdb-extension-ducklake`` and
+``--db ducklake:...`` selects it (:func:`juryflow.storage.connection.resolve_target`).
+The DuckLake and PostgreSQL extensions come from the PyPI wheels ``duckdb-extension-ducklake`` and
 ``duckdb-extension-postgres`` (the ``lake`` extra): they are LOADed from the installed
 package's file with DuckDB's autoinstall and autoload off, so nothing is downloaded at run
 time and no extension other than these two is ever loaded behind the store's back.
@@ -50,6 +50,11 @@ class LakeTarget:
     kind: CatalogKind
     catalog: str
     data_path: str | None = None
+
+    def __str__(self) -> str:
+        """The ``--db`` value, password masked: what messages and hints show."""
+        prefix = LAKE_PREFIX + (POSTGRES_PREFIX if self.kind == "postgres" else "")
+        return prefix + self.shown
 
     @property
     def shown(self) -> str:
@@ -192,6 +197,7 @@ def attach_lake(
     data_path: str | None = None,
     *,
     read_only: bool = False,
+    snapshot: int | None = None,
 ) -> None:
     """ATTACH the lake as ``lake`` and USE it; ``data_path`` overrides the target's.
 
@@ -205,6 +211,8 @@ def attach_lake(
         options.append(f"DATA_PATH {_literal(chosen)}")
     if read_only:
         options.append("READ_ONLY")
+    if snapshot is not None:
+        options.append(f"SNAPSHOT_VERSION {int(snapshot)}")
     suffix = f" ({', '.join(options)})" if options else ""
     attach = f"ATTACH {_literal(target.attach_path)} AS {LAKE_ALIAS}{suffix}"
     for attempt in range(_CREATE_ATTEMPTS):
@@ -253,3 +261,42 @@ def lake_ddl(ddl: str) -> str:
     ddl = _TABLE_KEY.sub(lambda found: found.group(1) or "", ddl)
     ddl = _COLUMN_KEY.sub("", ddl)
     return _BOOLEAN_DEFAULT.sub(r"\1'\2'", ddl)
+
+
+def open_lake(
+    target: LakeTarget,
+    *,
+    read_only: bool = False,
+    snapshot: int | None = None,
+    config: dict[str, str | bool | int | float | list[str]] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection with the lake attached as ``lake`` and in use.
+
+    ``snapshot``: the lake as it was at that DuckLake snapshot (read-only), for
+    ``juryflow sql --at-run``. The caller closes the connection.
+    """
+    try:
+        con = duckdb.connect(config=dict(config or {}))
+    except duckdb.Error as error:
+        raise StoreError(f"cannot start DuckDB for the lake: {error}") from None
+    try:
+        load_lake_extensions(con, postgres=target.kind == "postgres")
+        attach_lake(con, target, read_only=read_only or snapshot is not None, snapshot=snapshot)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def lake_data_path(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Where the attached lake keeps its Parquet files, as its catalog recorded it."""
+    row = con.execute(
+        f"SELECT value FROM {LAKE_ALIAS}.options() WHERE option_name = 'data_path'"
+    ).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot() t(id)").fetchone()
+    assert row is not None
+    return int(row[0])

@@ -287,6 +287,35 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        8,
+        """
+        -- Issue 14: a store many processes and machines write (DuckLake).
+        -- The DuckLake snapshot a run completed at: `juryflow sql --at-run` reads it.
+        ALTER TABLE runs ADD COLUMN finished_snapshot BIGINT;
+        -- A sharded run's shards: who judges each, and when it was done. Claiming a shard
+        -- is an UPDATE of its row, which DuckLake lets only one concurrent writer commit.
+        CREATE TABLE run_shards (
+            run_id VARCHAR NOT NULL,
+            shard INTEGER NOT NULL,           -- 1..n_shards
+            n_shards INTEGER NOT NULL,
+            owner VARCHAR NOT NULL DEFAULT '',  -- host:pid of the process judging it
+            claimed_at TIMESTAMPTZ,
+            finished_at TIMESTAMPTZ,
+            PRIMARY KEY (run_id, shard)
+        );
+        -- Small facts about the store: the hash of its views, and `run_creation`, a row
+        -- every writer creating a run UPDATEs so that two creations of one run conflict.
+        CREATE TABLE store_meta (
+            key VARCHAR PRIMARY KEY,
+            value VARCHAR NOT NULL
+        );
+        INSERT INTO store_meta VALUES ('run_creation', '0');
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -304,6 +333,8 @@ TABLES = (
     "span_sets",
     "span_overlaps",
     "annotations",
+    "run_shards",
+    "store_meta",
 )
 
 

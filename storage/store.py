@@ -3,14 +3,16 @@ through Arrow tables so that a chunk of judgments is one INSERT, not one per row
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -23,9 +25,11 @@ from juryflow.storage.connection import (
     StoreError,
     chunk_write_memory_limit,
     connect,
-    resolve_db_path,
+    resolve_target,
+    retry_conflicts,
 )
 from juryflow.storage.datasets import RowError
+from juryflow.storage.lake import LakeTarget, lake_ddl
 from juryflow.storage.paths import probe_directory, reason
 from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
 from juryflow.storage.views import VIEWS
@@ -117,7 +121,10 @@ def _run_from_row(names: Sequence[str], row: Sequence[Any]) -> RunRecord:
     return RunRecord(**values)
 
 
-def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+T = TypeVar("T")
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path | LakeTarget) -> None:
     """Refuse a DuckDB file that is not a juryflow store this version can use.
 
     A file with no tables at all is fine: it becomes a store.
@@ -163,18 +170,63 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         )
 
 
+def _unchanged(ddl: str) -> str:
+    return ddl
+
+
+_VIEWS_KEY = "views_sha256"
+_VIEW_NAMES = frozenset(re.findall(r"CREATE OR REPLACE VIEW (\w+)", "\n".join(VIEWS)))
+
+
+def _refresh_views(con: duckdb.DuckDBPyConnection, *, migrated: bool) -> None:
+    """(Re)create the views when this juryflow's differ from the store's, or a migration ran.
+
+    Not at every open: on a lake each CREATE OR REPLACE is a commit that conflicts with
+    every other process opening the store at the same moment.
+    """
+    digest = hashlib.sha256("\n;\n".join(VIEWS).encode()).hexdigest()
+    row = con.execute(
+        "SELECT (SELECT value FROM store_meta WHERE key = ?), (SELECT count(*) FROM "
+        "duckdb_views() WHERE NOT internal AND database_name = current_database() "
+        "AND list_contains(?, view_name))",
+        [_VIEWS_KEY, list(_VIEW_NAMES)],
+    ).fetchone()
+    if not migrated and row is not None and row[0] == digest and row[1] == len(_VIEW_NAMES):
+        return
+    for view_sql in VIEWS:
+        con.execute(view_sql)
+    con.execute("DELETE FROM store_meta WHERE key = ?", [_VIEWS_KEY])
+    con.execute("INSERT INTO store_meta VALUES (?, ?)", [_VIEWS_KEY, digest])
+
+
 class _PoolTooSmall(Exception):
     """A chunk write ran out of the small buffer pool of chunk writes, inside its
     transaction (rolled back)."""
 
 
 class Store:
-    """The juryflow DuckDB file. Each method opens, uses and closes its own connection."""
+    """The juryflow store: a DuckDB file, or a DuckLake (``--db ducklake:...``).
 
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = resolve_db_path(path)
+    Each method opens, uses and closes its own connection to a file; a lake's connection
+    is shared by the process. Every write is one transaction (:meth:`transact`), which a
+    lake runs again when it loses a commit conflict to another writer.
+    """
+
+    def __init__(
+        self, path: str | Path | LakeTarget | None = None, data_path: str | None = None
+    ) -> None:
+        self.path: Path | LakeTarget = resolve_target(path, data_path)
         self._held: duckdb.DuckDBPyConnection | None = None
         self._checked = False
+
+    @property
+    def lake(self) -> LakeTarget | None:
+        """The lake this store is, or None for a DuckDB file."""
+        return self.path if isinstance(self.path, LakeTarget) else None
+
+    def exists(self) -> bool:
+        """Is there a store to read (a lake is assumed to exist: its catalog says)?"""
+        return self.lake is not None or (isinstance(self.path, Path) and self.path.is_file())
 
     @contextmanager
     def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -215,6 +267,7 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One transaction; on a lake, a lost commit conflict raises (use :meth:`transact`)."""
         with self._connection(read_only=False) as con:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -224,6 +277,18 @@ class Store:
                 raise
             con.execute("COMMIT")
 
+    def transact(self, body: Callable[[duckdb.DuckDBPyConnection], T], what: str = "write") -> T:
+        """``body(con)`` in one transaction, run again (whole) while a lake's commit
+        conflicts with another writer's; ``body`` must therefore read what it depends on."""
+
+        def once() -> T:
+            with self.write() as con:
+                return body(con)
+
+        if self.lake is None:
+            return once()
+        return retry_conflicts(once, f"cannot {what} in {self.path}")
+
     # -- schema -------------------------------------------------------------------------
 
     def migrate(self) -> int:
@@ -232,30 +297,37 @@ class Store:
         Refuses (StoreError) a path it cannot write and a file that is not a juryflow store
         this version can use; a DuckDB file with no tables becomes a store.
         """
-        try:
-            # DuckDB's write-ahead log and the run journals sit beside the file.
-            probe_directory(self.path.parent)
-        except OSError as error:
-            raise StoreError(
-                f"cannot write the store {self.path}: {reason(error)}; "
-                "pass --db a path in a writable directory"
-            ) from None
-        try:
-            with self.write() as con:
-                con.execute(
+        if isinstance(self.path, Path):
+            try:
+                # DuckDB's write-ahead log and the run journals sit beside the file.
+                probe_directory(self.path.parent)
+            except OSError as error:
+                raise StoreError(
+                    f"cannot write the store {self.path}: {reason(error)}; "
+                    "pass --db a path in a writable directory"
+                ) from None
+        # A lake takes the same migrations without key constraints (see storage/lake.py).
+        adapt = lake_ddl if self.lake is not None else _unchanged
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
+            con.execute(
+                adapt(
                     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
                     "applied_at TIMESTAMPTZ DEFAULT current_timestamp)"
                 )
-                row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-                current = int(row[0]) if row and row[0] is not None else 0
-                for version, ddl in MIGRATIONS:
-                    if version > current:
-                        con.execute(ddl)
-                        if version in BACKFILLS:
-                            BACKFILLS[version](con)
-                        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
-                for view_sql in VIEWS:
-                    con.execute(view_sql)
+            )
+            row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+            current = int(row[0]) if row and row[0] is not None else 0
+            for version, ddl in MIGRATIONS:
+                if version > current:
+                    con.execute(adapt(ddl))
+                    if version in BACKFILLS:
+                        BACKFILLS[version](con)
+                    con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+            _refresh_views(con, migrated=current < LATEST_VERSION)
+
+        try:
+            self.transact(_body, "bring the store to the latest schema")
         except duckdb.Error as error:
             raise StoreSchemaError(
                 f"cannot bring {self.path} to juryflow schema version {LATEST_VERSION}: "
@@ -266,7 +338,7 @@ class Store:
     # -- runs ---------------------------------------------------------------------------
 
     def create_run(self, run: RunRecord) -> None:
-        with self.write() as con:
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(_RUN_FIELDS))})",
                 [
@@ -291,20 +363,26 @@ class Store:
                 ],
             )
 
+        self.transact(_body)
+
     def mark_running(self, run_id: str, flow_run_id: str | None = None) -> None:
-        with self.write() as con:
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
                 "UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, "
                 "flow_run_id = coalesce(?, flow_run_id) WHERE run_id = ?",
                 [flow_run_id, run_id],
             )
 
+        self.transact(_body)
+
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
-        with self.write() as con:
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",
                 [status, datetime.now(UTC), error, run_id],
             )
+
+        self.transact(_body)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self.read() as con:
@@ -326,9 +404,12 @@ class Store:
 
     def insert_items(self, run_id: str, items: Sequence[Item]) -> None:
         if items:
-            with self.write() as con:
+
+            def _body(con: duckdb.DuckDBPyConnection) -> None:
                 _insert_items(con, run_id, items)
                 _record_span_sets(con, run_id, items=items)
+
+            self.transact(_body)
 
     def write_chunk(
         self,
@@ -356,7 +437,7 @@ class Store:
         consensus: Sequence[Consensus],
         memory_limit: str | None,
     ) -> None:
-        with self.write() as con:
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             if memory_limit is not None:
                 # The setting outlives the transaction until this connection closes, so
                 # it bounds the checkpoint at the close too.
@@ -372,15 +453,20 @@ class Store:
                     raise
                 raise _PoolTooSmall from error  # before COMMIT: nothing of it is stored
 
+        self.transact(_body)
+
     def insert_row_errors(self, run_id: str, errors: Sequence[RowError]) -> None:
         if not errors:
             return
-        with self.write() as con:
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute("DELETE FROM row_errors WHERE run_id = ?", [run_id])
             con.executemany(
                 "INSERT INTO row_errors VALUES (?, ?, ?, ?)",
                 [[run_id, e.row_number, e.item_id, e.error] for e in errors],
             )
+
+        self.transact(_body)
 
     def row_errors(self, run_id: str, limit: int = 20) -> list[RowError]:
         with self.read() as con:
@@ -414,9 +500,12 @@ class Store:
     def insert_judgments(self, run_id: str, judgments: Sequence[Judgment]) -> None:
         """One transaction for the judgments and their spans, so a crash keeps both or neither."""
         if judgments:
-            with self.write() as con:
+
+            def _body(con: duckdb.DuckDBPyConnection) -> None:
                 sets = _insert_judgments(con, run_id, judgments)
                 _record_span_sets(con, run_id, judge_sets=sets)
+
+            self.transact(_body)
 
     def judged_pairs(self, run_id: str) -> set[tuple[str, str]]:
         """(item, judge) pairs that already have their row: what a resumed run skips."""
@@ -479,15 +568,19 @@ class Store:
 
     def insert_consensus(self, run_id: str, results: Sequence[Consensus]) -> None:
         if results:
-            with self.write() as con:
+
+            def _body(con: duckdb.DuckDBPyConnection) -> None:
                 sets = _insert_consensus(con, run_id, results)
                 _record_span_sets(con, run_id, consensus_sets=sets)
+
+            self.transact(_body)
 
     def replace_consensus(
         self, run_id: str, results: Sequence[Consensus], rule: dict[str, Any]
     ) -> None:
         """A run's whole consensus made again (a rule fitted over the run), in one transaction."""
-        with self.write() as con:
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute("DELETE FROM consensus_spans WHERE run_id = ?", [run_id])
             con.execute("DELETE FROM consensus WHERE run_id = ?", [run_id])
             # the consensus's sets and everything they overlap go with it
@@ -504,11 +597,14 @@ class Store:
                 "UPDATE runs SET consensus = ? WHERE run_id = ?", [json.dumps(rule), run_id]
             )
 
+        self.transact(_body)
+
     # -- calibrations and reliability -------------------------------------------------------
 
     def save_calibration(self, record: CalibrationRecord) -> None:
         """Store a named calibration; a name used before is replaced (the newest fit wins)."""
-        with self.write() as con:
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute("DELETE FROM calibrations WHERE name = ?", [record.name])
             con.execute(
                 "INSERT INTO calibrations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -523,6 +619,8 @@ class Store:
                     json.dumps(record.report),
                 ],
             )
+
+        self.transact(_body)
 
     def get_calibration(self, name: str) -> CalibrationRecord | None:
         with self.read() as con:
@@ -543,13 +641,15 @@ class Store:
         return [str(r[0]) for r in rows]
 
     def save_reliability(self, run_id: str, rows: Sequence[ReliabilityRow]) -> None:
-        with self.write() as con:
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             con.execute("DELETE FROM judge_reliability WHERE run_id = ?", [run_id])
             if rows:
                 con.executemany(
                     "INSERT INTO judge_reliability VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(run_id, *_reliability_values(r)) for r in rows],
                 )
+
+        self.transact(_body)
 
     def reliability(self, run_id: str) -> list[ReliabilityRow]:
         with self.read() as con:
@@ -571,7 +671,8 @@ class Store:
         none, so no sum of its cost counts them as spent again. ``run_id`` is a run just
         created, with no rows yet: nothing here is written twice.
         """
-        with self.write() as con:
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
             for table, replaced, where in (
                 ("items", "", ""),
                 ("judgments", ", TRUE AS cached", ""),
@@ -585,6 +686,8 @@ class Store:
                     f"FROM {table} WHERE run_id = ?{where}",
                     [run_id, source_run_id],
                 )
+
+        self.transact(_body)
 
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[list[str], list[tuple]]:
         """A read-only query: column names and rows."""
