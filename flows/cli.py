@@ -383,6 +383,14 @@ from juryflow.cli_annotations import register as _register_annotations  # noqa: 
 
 _register_annotations(app)  # `export-annotations`
 
+from juryflow.cli_store import register as _register_store  # noqa: E402
+
+_register_store(app)  # `store compact`
+
+from juryflow.cli_shards import register as _register_shards  # noqa: E402
+
+_register_shards(app)  # `finish`
+
 
 def main() -> None:
     try:
