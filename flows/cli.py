@@ -128,9 +128,35 @@ def run(
             "resumable (exit code 3).",
         ),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="Judge only shard I of N of the items (with --run-id; see `juryflow finish`).",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="The run every shard of a sharded run writes to."),
+    ] = None,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over", help="Claim the shard from a process on another machine that is gone."
+        ),
+    ] = False,
+    data_path: Annotated[
+        str | None,
+        typer.Option(
+            "--data-path",
+            help="Where a new DuckLake store (--db ducklake:...) keeps its Parquet files "
+            "(default: $JURYFLOW_DATA_PATH).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Run every item through every judge of the panel and store it all in DuckDB."""
+    """Run every item through every judge of the panel and store it all in DuckDB (a file,
+    or a DuckLake shared by many processes and machines)."""
     from rich.text import Text
 
     from juryflow.interrupts import RunInterrupted
@@ -141,8 +167,11 @@ def run(
 
     quiet_prefect_logging(verbose)
     try:
+        from juryflow.run_setup import checked_shard
         from juryflow.workers import check_workers
 
+        _use_data_path(db, data_path)
+        checked_shard(shard, run_id, resume)
         check_workers(workers, distributed=dask is not None, max_cost=max_cost)
         mapping = parse_mapping(map_ or [])
         if dry_run:
@@ -200,6 +229,9 @@ def run(
                 seed=seed,
                 max_cost=max_cost,
                 workers=workers,
+                shard=shard,
+                run_id=run_id,
+                take_over=take_over,
             ),
             dask=dask,
         )
@@ -221,6 +253,21 @@ def run(
         err.print(text, markup=False, highlight=False, soft_wrap=True)
     if failures:
         raise typer.Exit(code=1)
+
+
+def _use_data_path(db: str | None, data_path: str | None) -> None:
+    """``--data-path`` for every store this process opens: the first one to attach a new
+    lake creates it, and must put its files there."""
+    if data_path is None:
+        return
+    import os
+
+    from juryflow.storage.connection import DATA_PATH_ENV, resolve_target
+
+    resolve_target(db, data_path)  # a DuckDB file with --data-path is refused
+    if not data_path.strip():
+        fail("--data-path is empty; pass a directory or an s3://... prefix")
+    os.environ[DATA_PATH_ENV] = data_path
 
 
 def _check_budget(

@@ -46,6 +46,7 @@ from juryflow.storage.datasets import (
     select_items,
 )
 from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.shards import finish_shard, release_shard
 from juryflow.tasks import JudgedChunk, close_judges, judge_chunk
 from juryflow.workers import WorkerPool, default_workers
 
@@ -117,7 +118,7 @@ class ChunkRunner:
         """Worker processes that judge the chunks (``--workers N``); None: this process."""
         self.budget = budget
         """This invocation's spending limit (``--max-cost``), None for none."""
-        self.journal = Journal(journal_path(plan.store.path, plan.run_id))
+        self.journal = Journal(journal_path(plan.store.path, plan.journal_key))
         # DuckDB takes one writer at a time; writes run on a thread so that model calls
         # keep flowing on the event loop meanwhile.
         self.write_lock = asyncio.Lock()
@@ -321,7 +322,8 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
     """Judge every selected item; a BudgetStop when ``--max-cost`` was spent first (the
     items not judged are left, the run is not finished), else None."""
     plan = runner.plan
-    total = count_rows(plan.dataset)
+    # A shard's share of the rows is known only as they are read.
+    total = count_rows(plan.dataset) if plan.shard is None else None
     if total is not None and (plan.limit or plan.sample):
         total = min(total, plan.limit or plan.sample or total)
     if total is not None:
@@ -332,6 +334,9 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
         plan.sample,
         plan.seed,
     )
+    if plan.shard is not None:
+        # After the selection, which every shard makes alike; each keeps its own items.
+        rows = (row for row in rows if not isinstance(row, Item) or plan.holds(row.item_id))
     # Bounding the chunks in flight bounds memory: the dataset is read only as fast as
     # chunks finish, whatever its size.
     slots = asyncio.Semaphore(chunks_in_flight)
@@ -381,7 +386,9 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
         from juryflow.reaggregate import refit_run_consensus
 
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
-    await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
+    if plan.shard is None or plan.shard.index == 1:
+        # every shard reads every row; the first one records the rows that were refused
+        await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
     runner.journal.remove()
     return None
 
@@ -391,6 +398,23 @@ def _on_stop(patience: Patience) -> None:
     reports of the tasks about to be cancelled on purpose."""
     patience.stop.set()
     quiet_stopped_run()
+
+
+def _record_end(plan: RunPlan, status: str, message: str) -> None:
+    """The run (or its shard) stopped before its end: ``status`` and why."""
+    if plan.shard is None:
+        plan.store.finish_run(plan.run_id, status, message)
+    else:
+        release_shard(plan.store, plan.run_id, plan.shard, status, message)
+
+
+def _record_completion(plan: RunPlan) -> bool:
+    """The run (or its shard) judged everything; True when the run is now completed (a
+    shard completes it when it is the last one)."""
+    if plan.shard is None:
+        plan.store.finish_run(plan.run_id, "completed")
+        return True
+    return finish_shard(plan.store, plan.run_id, plan.shard)
 
 
 async def _mark_ended(
@@ -408,7 +432,7 @@ async def _mark_ended(
 
     message = redact_text(f"{type(error).__name__}: {error}")
     patience.stop.clear()  # an interruption may have ended the waits; this one must land
-    plan.store.finish_run(plan.run_id, status, message)
+    _record_end(plan, status, message)
     if status == "interrupted":
         # Prefect raised it (its SIGTERM bridge) or asyncio did (Ctrl-C before the watch)
         signum = signal.SIGTERM if type(error).__name__ == "TerminationSignal" else signal.SIGINT
@@ -432,7 +456,7 @@ async def _stop_for_budget(plan: RunPlan, runner: ChunkRunner, stop: BudgetStop)
         f"budget reached: ${stop.spent_usd:.4f} spent of --max-cost ${stop.max_usd:g}; "
         f"{stop.items_left} of {stop.items} items left to judge"
     )
-    await asyncio.to_thread(plan.store.finish_run, plan.run_id, "interrupted", reason)
+    await asyncio.to_thread(_record_end, plan, "interrupted", reason)
     hint = resume_hint(plan.run_id, str(plan.store.path))
     message = (
         f"juryflow: run {plan.run_id} stopped, {reason}. Continue it with: {hint} "
@@ -457,10 +481,7 @@ async def _stop_interrupted(
         with patient_waits(bounded):
             flushed = await asyncio.to_thread(runner.flush_completed)
             await asyncio.to_thread(
-                plan.store.finish_run,
-                plan.run_id,
-                "interrupted",
-                f"interrupted by {interruption.cause}",
+                _record_end, plan, "interrupted", f"interrupted by {interruption.cause}"
             )
             judged = await asyncio.to_thread(plan.store.judged_pairs, plan.run_id)
     except StoreError as error:
@@ -500,8 +521,18 @@ async def evaluate(
     seed: int = 0,
     max_cost: float | None = None,
     workers: int | None = None,
+    shard: str | None = None,
+    run_id: str | None = None,
+    data_path: str | None = None,
+    take_over: bool = False,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
+
+    ``shard`` ("I/N") with ``run_id``: judge only the items of shard I of N of run
+    ``run_id`` (created by the first shard to start); the last shard to finish completes
+    the run. ``take_over``: claim the shard even if another process on another machine
+    holds it (one on this machine is checked). ``data_path``: where a new lake
+    (``db="ducklake:..."``) keeps its files.
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
     the run then ends ``interrupted`` and ``--resume`` judges the rest.
@@ -538,6 +569,10 @@ async def evaluate(
                 limit=limit,
                 sample=sample,
                 seed=seed,
+                shard=shard,
+                run_id=run_id,
+                data_path=data_path,
+                take_over=take_over,
             ),
             workers=workers,
             distributed=distributed,
@@ -581,7 +616,7 @@ async def _plan_and_judge(
             pool.configure(
                 list(plan.panel.judges),
                 plan.panel.prices,
-                str(journal_path(plan.store.path, plan.run_id)),
+                str(journal_path(plan.store.path, plan.journal_key)),
                 plan.run_id,
                 resume_hint(plan.run_id, str(plan.store.path)),
             )
@@ -635,10 +670,11 @@ async def _judge_run(
             return cast("dict[str, Any]", Cancelled(message=stopped.message))
         await runner.close(cancel=False)
         await close_judges()
-        plan.store.finish_run(plan.run_id, "completed")
+        completed = _record_completion(plan)
     from juryflow.analysis import record_reliability  # the store holds what the report shows
 
-    await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
+    if completed:  # a shard's share alone would give the run a partial reliability
+        await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
     summary = plan.store.run_summary(plan.run_id)
     summary.update(
         run_figures(plan.store, plan.run_id, time.monotonic() - began, len(runner.done_pairs))

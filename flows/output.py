@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -207,7 +208,7 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
             console.print(f"  … and {summary['rejected_rows'] - 10} more")
     console.print("\nTry next:")
     query = EXAMPLE_QUERY.format(run_id=summary["run_id"])
-    command = f'  juryflow sql "{query}" --db {summary["db"]}'
+    command = f'  juryflow sql "{query}" --db {shlex.quote(str(summary["db"]))}'
     console.print(plain(command, one_line=True), soft_wrap=True)
 
 

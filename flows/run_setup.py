@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -15,6 +15,14 @@ from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
 from juryflow.judges.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
+from juryflow.storage.shards import (
+    ShardError,
+    ShardSpec,
+    check_run_id,
+    claim_shard,
+    create_or_join,
+    parse_shard,
+)
 from juryflow.storage.store import RunRecord, Store, new_run_id
 
 # Shipped in the wheel as juryflow/examples/; in a checkout it is the repository's examples/.
@@ -58,6 +66,19 @@ class RunPlan:
     sample: int | None = None
     """Judge ``sample`` items drawn uniformly with ``seed`` (see ``select_items``)."""
     seed: int = 0
+    shard: ShardSpec | None = None
+    """Judge only this shard of the run's items (``--shard I/N``); None: all of them."""
+
+    @property
+    def journal_key(self) -> str:
+        """The journal's name: a shard has its own (two may run on one machine)."""
+        if self.shard is None:
+            return self.run_id
+        return f"{self.run_id}.shard-{self.shard.index}-of-{self.shard.count}"
+
+    def holds(self, item_id: str) -> bool:
+        """Is the item this plan's to judge (every item, unless sharded)?"""
+        return self.shard is None or self.shard.holds(item_id)
 
     @property
     def templates(self) -> list[PromptTemplate]:
@@ -318,10 +339,15 @@ def plan_run(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    shard: str | None = None,
+    run_id: str | None = None,
+    data_path: str | None = None,
+    take_over: bool = False,
 ) -> RunPlan:
     check_sizes(chunk_size, max_chars)
     check_selection(limit, sample)
-    store = Store(db)
+    spec = checked_shard(shard, run_id, resume)
+    store = Store(db, data_path)
     store.migrate()
     if resume:
         return _resume_plan(store, resume, chunk_size, use_cache, flow_run_id)
@@ -332,7 +358,7 @@ def plan_run(
         raise RunSetupError(f"dataset {dataset_path} does not exist")
     effective_quorum = checked_quorum(quorum, panel_spec)
     rule = consensus_rule_for(store, panel_spec, calibration)
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     plan = RunPlan(
         run_id=run_id,
         store=store,
@@ -348,38 +374,116 @@ def plan_run(
         limit=limit,
         sample=sample,
         seed=seed,
+        shard=spec,
     )
     _check_span_texts_of(plan)
-    store.create_run(
-        RunRecord(
-            run_id=run_id,
-            kind="evaluate",
-            suite=suite or f"{dataset_path.stem}:{panel_spec.name}",
-            status="running",
-            started_at=datetime.now(UTC),
-            finished_at=None,
-            dataset=str(plan.dataset),
-            panel_name=panel_spec.name,
-            panel=public_panel(panel_spec),
-            prompts=[t.record() for t in plan.templates],
-            quorum=effective_quorum,
-            n_judges=len(panel_spec.judges),
-            parameters={
-                "mapping": plan.mapping,
-                "chunk_size": chunk_size,
-                "max_chars": max_chars,
-                "use_cache": use_cache,
-                "calibration": calibration,
-                "limit": limit,
-                "sample": sample,
-                "seed": seed,
-            },
-            flow_run_id=flow_run_id,
-            consensus=rule.to_dict(),
-            dataset_fingerprint=dataset_fingerprint(plan.dataset),
-        )
+    record = RunRecord(
+        run_id=run_id,
+        kind="evaluate",
+        suite=suite or f"{dataset_path.stem}:{panel_spec.name}",
+        status="running",
+        started_at=datetime.now(UTC),
+        finished_at=None,
+        dataset=str(plan.dataset),
+        panel_name=panel_spec.name,
+        panel=public_panel(panel_spec),
+        prompts=[t.record() for t in plan.templates],
+        quorum=effective_quorum,
+        n_judges=len(panel_spec.judges),
+        parameters={
+            "mapping": plan.mapping,
+            "chunk_size": chunk_size,
+            "max_chars": max_chars,
+            "use_cache": use_cache,
+            "calibration": calibration,
+            "limit": limit,
+            "sample": sample,
+            "seed": seed,
+            **({"shards": spec.count} if spec else {}),
+        },
+        flow_run_id=flow_run_id,
+        consensus=rule.to_dict(),
+        dataset_fingerprint=dataset_fingerprint(plan.dataset),
     )
+    if spec is None:
+        store.create_run(record)
+        return plan
+    return _join_shard(plan, record, spec, take_over)
+
+
+def checked_shard(shard: str | None, run_id: str | None, resume: str | None) -> ShardSpec | None:
+    """``--shard I/N`` with its ``--run-id``, checked before anything is opened."""
+    try:
+        if shard is None:
+            if run_id is not None:
+                raise ShardError(
+                    "--run-id names a sharded run: give --shard I/N with it (or drop it)"
+                )
+            return None
+        if resume:
+            raise ShardError(
+                "--shard resumes by itself: run the same --shard I/N --run-id RUN again "
+                "(drop --resume)"
+            )
+        spec = parse_shard(shard)
+        check_run_id(run_id)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+    return spec
+
+
+# What every shard of a run must have been started with alike.
+_SHARD_ALIKE = ("mapping", "max_chars", "use_cache", "calibration", "limit", "sample", "seed")
+
+
+def _join_shard(plan: RunPlan, record: RunRecord, spec: ShardSpec, take_over: bool) -> RunPlan:
+    """Create the sharded run (first shard) or join it (the others), then claim the shard."""
+    if plan.rule.needs_fit:
+        raise RunSetupError(
+            f"the consensus rule {plan.rule.name} is fitted over the whole run, which a shard "
+            "does not see: run the shards with another rule, then `juryflow reaggregate RUN "
+            "--consensus ...` once they are finished"
+        )
+    store, run_id = plan.store, plan.run_id
+    try:
+        stored = create_or_join(store, record, spec)
+        if stored is not None:
+            differences = _shard_differences(stored, record)
+            if differences:
+                raise RunSetupError(
+                    f"shard {spec} of run {run_id}: {'; '.join(differences)}; every shard of "
+                    "a run is started with the same dataset, panel and options"
+                )
+            parameters = stored.parameters or {}
+            # Chunks as the first shard cut them; the run's stored settings otherwise.
+            plan = replace(plan, resumed=True, chunk_size=int(parameters.get("chunk_size") or 200))
+        claim_shard(store, run_id, spec, take_over=take_over)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
     return plan
+
+
+def _shard_differences(stored: RunRecord, given: RunRecord) -> list[str]:
+    if stored.kind != "evaluate":
+        return [f"run {stored.run_id} is a {stored.kind} run, not a sharded evaluation"]
+    found: list[str] = []
+    given = replace(
+        given,
+        panel=_as_stored(given.panel),
+        parameters=_as_stored(given.parameters),
+        consensus=_as_stored(given.consensus),
+    )
+    kept, new = stored.parameters or {}, given.parameters or {}
+    if kept.get("shards") != new.get("shards"):
+        found.append(f"it was started with {kept.get('shards') or 'no'} shards")
+    if stored.dataset_fingerprint != given.dataset_fingerprint:
+        found.append("the dataset differs (size or SHA-256) from the one the run started with")
+    if stored.panel != given.panel:
+        found.append(f"the panel differs from the run's ({stored.panel_name})")
+    if stored.consensus != given.consensus:
+        found.append("the consensus rule differs")
+    found += [f"--{name} differs" for name in _SHARD_ALIKE if kept.get(name) != new.get(name)]
+    return found
 
 
 def _check_span_texts_of(plan: RunPlan) -> None:
