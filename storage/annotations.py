@@ -211,7 +211,8 @@ def _save(
     created: datetime,
 ) -> Annotation:
     run_id, item_id = annotation.run_id, annotation.item_id
-    with store.write() as con:
+
+    def body(con: duckdb.DuckDBPyConnection) -> Annotation:
         if not _has_table(con):
             # checked, not left to fail: DuckDB would read a Python variable named
             # ``annotations`` in place of the missing table
@@ -234,8 +235,11 @@ def _save(
         # the labelled characters: accepted consensus spans and missed ones, merged
         accepted = [(d.char_start, d.char_end) for d in annotation.decisions if d.accepted]
         spans = merge_spans([*accepted, *annotation.missed])
-        # max + 1 inside the transaction: DuckDB lets one process write the file at a time,
-        # and within a process writes are serialised, so two ids cannot collide
+        # max + 1 inside the transaction: DuckDB lets one process write a file at a time,
+        # and within a process writes are serialised, so two ids cannot collide. On a lake
+        # two processes can; both UPDATE this row first, so one of them is run again.
+        if store.lake is not None:
+            con.execute("UPDATE store_meta SET value = value WHERE key = 'annotation_ids'")
         row = con.execute("SELECT coalesce(max(annotation_id), 0) + 1 FROM annotations").fetchone()
         annotation_id = int(row[0]) if row else 1
         con.execute(
@@ -258,18 +262,20 @@ def _save(
                 annotation.note,
             ],
         )
-    return Annotation(
-        annotation_id=annotation_id,
-        run_id=run_id,
-        item_id=item_id,
-        reviewer=annotation.reviewer,
-        created_at=created,
-        decisions=annotation.decisions,
-        missed=annotation.missed,
-        spans=spans,
-        verdict=annotation.verdict,
-        note=annotation.note,
-    )
+        return Annotation(
+            annotation_id=annotation_id,
+            run_id=run_id,
+            item_id=item_id,
+            reviewer=annotation.reviewer,
+            created_at=created,
+            decisions=annotation.decisions,
+            missed=annotation.missed,
+            spans=spans,
+            verdict=annotation.verdict,
+            note=annotation.note,
+        )
+
+    return store.transact(body, "save the annotation")
 
 
 def _pairs(raw: Any) -> tuple[tuple[int, int], ...]:

@@ -305,13 +305,14 @@ MIGRATIONS += (
             finished_at TIMESTAMPTZ,
             PRIMARY KEY (run_id, shard)
         );
-        -- Small facts about the store: the hash of its views, and `run_creation`, a row
-        -- every writer creating a run UPDATEs so that two creations of one run conflict.
+        -- Small facts about the store: the hash of its views; `run_creation` and
+        -- `annotation_ids`, rows every writer creating a run (an annotation) UPDATEs, so
+        -- that on a lake, which has no keys, two such writers conflict and one runs again.
         CREATE TABLE store_meta (
             key VARCHAR PRIMARY KEY,
             value VARCHAR NOT NULL
         );
-        INSERT INTO store_meta VALUES ('run_creation', '0');
+        INSERT INTO store_meta VALUES ('run_creation', '0'), ('annotation_ids', '0');
         """,
     ),
 )
