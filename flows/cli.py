@@ -208,6 +208,15 @@ def run(
             check_selection(limit, sample)
             _check_budget(panel, db, None, max_cost, dask)
             warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
+            if shard is not None and run_id is not None:
+                from juryflow.run_setup import preflight_shard
+
+                preflight_shard(
+                    db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
+                    chunk_size=chunk_size, quorum=quorum, mapping=mapping,
+                    use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
+                    limit=limit, sample=sample, seed=seed,
+                )  # fmt: skip
         for warning in warnings:
             err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
         summary = run_evaluation(
@@ -324,19 +333,45 @@ def sql(
     db: DbOption = None,
     format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     limit: Annotated[int, typer.Option(min=1, help="Rows to show in table format.")] = 1000,
+    at_run: Annotated[
+        str | None,
+        typer.Option(
+            "--at-run",
+            metavar="RUN",
+            help="Read a DuckLake store as it was when RUN (id or unique prefix) completed.",
+        ),
+    ] = None,
 ) -> None:
     """Query the store, read-only and confined to it: no other file, no extension, no SET."""
     import duckdb
 
-    from juryflow.storage.connection import StoreError, resolve_db_path
-    from juryflow.storage.sql_guard import SqlConfinementError, SqlRefused, run_confined
+    from juryflow.storage.connection import StoreError, resolve_target
+    from juryflow.storage.run_queries import RunIdError
+    from juryflow.storage.sql_guard import (
+        SnapshotExpiredError,
+        SqlConfinementError,
+        SqlRefused,
+        run_confined,
+        run_snapshot,
+    )
 
     if format_ not in {"table", "csv", "json"}:
         fail("--format must be table, csv or json")
+    run_id: str | None = None
     try:
-        columns, rows = run_confined(resolve_db_path(db), query)
-    except (SqlRefused, SqlConfinementError, StoreError) as error:
-        fail(str(error))
+        target = resolve_target(db)
+        snapshot: int | None = None
+        if at_run is not None:
+            run_id, snapshot = run_snapshot(target, at_run)
+        columns, rows = run_confined(target, query, snapshot=snapshot)
+    except SnapshotExpiredError as error:
+        fail(
+            f"run {run_id} finished at snapshot {error.snapshot}, which `juryflow store "
+            "compact` has since expired; the lake keeps no copy of the store as it was then"
+        )
+        return
+    except (SqlRefused, SqlConfinementError, StoreError, RunIdError) as error:
+        fail(f"--at-run: {error}" if isinstance(error, RunIdError) else str(error))
         return
     except duckdb.PermissionException as error:
         reason = str(error).splitlines()[0]

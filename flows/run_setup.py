@@ -18,6 +18,7 @@ from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from juryflow.storage.shards import (
     ShardError,
     ShardSpec,
+    check_claim,
     check_run_id,
     claim_shard,
     create_or_join,
@@ -351,6 +352,50 @@ def plan_run(
     store.migrate()
     if resume:
         return _resume_plan(store, resume, chunk_size, use_cache, flow_run_id)
+    plan, record = _new_run(
+        store,
+        spec,
+        run_id,
+        dataset=dataset,
+        panel=panel,
+        suite=suite,
+        chunk_size=chunk_size,
+        quorum=quorum,
+        mapping=mapping,
+        use_cache=use_cache,
+        max_chars=max_chars,
+        flow_run_id=flow_run_id,
+        calibration=calibration,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+    )
+    if spec is None:
+        store.create_run(record)
+        return plan
+    return _join_shard(plan, record, spec, take_over)
+
+
+def _new_run(
+    store: Store,
+    spec: ShardSpec | None,
+    run_id: str | None,
+    *,
+    dataset: str | None,
+    panel: str | None,
+    suite: str | None,
+    chunk_size: int,
+    quorum: int | None,
+    mapping: dict[str, str] | None,
+    use_cache: bool,
+    max_chars: int,
+    flow_run_id: str | None,
+    calibration: str | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+) -> tuple[RunPlan, RunRecord]:
+    """The plan of a new run (or shard) and the run row it would write; nothing written."""
     panel_spec = load_panel(panel)
     check_keys(panel_spec)
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
@@ -405,10 +450,37 @@ def plan_run(
         consensus=rule.to_dict(),
         dataset_fingerprint=dataset_fingerprint(plan.dataset),
     )
-    if spec is None:
-        store.create_run(record)
-        return plan
-    return _join_shard(plan, record, spec, take_over)
+    return plan, record
+
+
+def preflight_shard(
+    db: str | None, shard: str, run_id: str, take_over: bool, **options: Any
+) -> None:
+    """What joining a sharded run checks, before Prefect starts: the shard agrees with the
+    run as its first shard stored it, and no live process holds it. ``options``: those of
+    :func:`plan_run` for a new run."""
+    spec = checked_shard(shard, run_id, None)
+    assert spec is not None
+    store = Store(db)
+    store.migrate()
+    stored = store.get_run(run_id)
+    if stored is None:
+        return  # this shard will create it
+    plan, record = _new_run(store, spec, run_id, flow_run_id=None, **options)
+    _check_joinable(plan, stored, record, spec)
+    try:
+        check_claim(store, run_id, spec, take_over=take_over)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+
+
+def _check_joinable(plan: RunPlan, stored: RunRecord, record: RunRecord, spec: ShardSpec) -> None:
+    differences = _shard_differences(stored, record)
+    if differences:
+        raise RunSetupError(
+            f"shard {spec} of run {plan.run_id}: {'; '.join(differences)}; every shard of "
+            "a run is started with the same dataset, panel and options"
+        )
 
 
 def checked_shard(shard: str | None, run_id: str | None, resume: str | None) -> ShardSpec | None:
@@ -448,12 +520,7 @@ def _join_shard(plan: RunPlan, record: RunRecord, spec: ShardSpec, take_over: bo
     try:
         stored = create_or_join(store, record, spec)
         if stored is not None:
-            differences = _shard_differences(stored, record)
-            if differences:
-                raise RunSetupError(
-                    f"shard {spec} of run {run_id}: {'; '.join(differences)}; every shard of "
-                    "a run is started with the same dataset, panel and options"
-                )
+            _check_joinable(plan, stored, record, spec)
             parameters = stored.parameters or {}
             # Chunks as the first shard cut them; the run's stored settings otherwise.
             plan = replace(plan, resumed=True, chunk_size=int(parameters.get("chunk_size") or 200))

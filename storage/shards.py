@@ -176,33 +176,15 @@ def create_or_join(store: Store, run: RunRecord, spec: ShardSpec) -> RunRecord |
     return store.transact(body, f"create run {run.run_id}")
 
 
-def claim_shard(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False) -> bool:
-    """Make this process the owner of shard ``spec`` of ``run_id``.
-
-    Returns False when the shard is already finished (nothing to do). Raises ShardError
-    when another live process owns it (``take_over`` claims it anyway) or the run was
-    created with another number of shards.
+def claim_shard(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False) -> None:
+    """Make this process the owner of shard ``spec`` of ``run_id`` (a finished shard too:
+    judged again, it finds everything stored). Raises ShardError when another live
+    process owns it (``take_over`` claims it anyway) or the run has another shard count.
     """
     me = owner_id()
 
-    def body(con: duckdb.DuckDBPyConnection) -> bool:
-        rows = {row.shard: row for row in _shard_rows(con, run_id)}
-        if not rows:
-            raise ShardError(
-                f"run {run_id} is not a sharded run; give a new --run-id for a sharded run"
-            )
-        row = rows.get(spec.index)
-        if row is None or row.n_shards != spec.count:
-            count = next(iter(rows.values())).n_shards
-            raise ShardError(f"run {run_id} was started with {count} shards; use --shard I/{count}")
-        if row.finished_at is not None:
-            return False
-        if row.owner and row.owner != me and not take_over and not _owner_gone(row.owner):
-            raise ShardError(
-                f"shard {spec} of run {run_id} is being judged by {row.owner} (since "
-                f"{row.claimed_at:%Y-%m-%d %H:%M:%S}); if that process is gone, run this "
-                "again with --take-over"
-            )
+    def body(con: duckdb.DuckDBPyConnection) -> None:
+        _check_claimable(_shard_rows(con, run_id), run_id, spec, me, take_over)
         con.execute(
             "UPDATE run_shards SET owner = ?, claimed_at = ? WHERE run_id = ? AND shard = ?",
             [me, datetime.now(UTC), run_id, spec.index],
@@ -212,9 +194,37 @@ def claim_shard(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool =
             "WHERE run_id = ? AND status <> 'completed'",
             [run_id],
         )
-        return True
 
-    return store.transact(body, f"claim shard {spec} of run {run_id}")
+    store.transact(body, f"claim shard {spec} of run {run_id}")
+
+
+def check_claim(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False) -> None:
+    """What :func:`claim_shard` would refuse, read only (the command line's preflight)."""
+    with store.read() as con:
+        rows = _shard_rows(con, run_id)
+    _check_claimable(rows, run_id, spec, owner_id(), take_over)
+
+
+def _check_claimable(
+    shards: tuple[ShardRow, ...], run_id: str, spec: ShardSpec, me: str, take_over: bool
+) -> None:
+    rows = {row.shard: row for row in shards}
+    if not rows:
+        raise ShardError(
+            f"run {run_id} is not a sharded run; give a new --run-id for a sharded run"
+        )
+    row = rows.get(spec.index)
+    if row is None or row.n_shards != spec.count:
+        count = next(iter(rows.values())).n_shards
+        raise ShardError(f"run {run_id} was started with {count} shards; use --shard I/{count}")
+    if row.finished_at is not None:
+        return  # judged again, it finds everything stored
+    if row.owner and row.owner != me and not take_over and not _owner_gone(row.owner):
+        claimed = f"{row.claimed_at:%Y-%m-%d %H:%M:%S}" if row.claimed_at else "earlier"
+        raise ShardError(
+            f"shard {spec} of run {run_id} is being judged by {row.owner} (since {claimed}); "
+            "if that process is gone, run this again with --take-over"
+        )
 
 
 def release_shard(store: Store, run_id: str, spec: ShardSpec, status: str, error: str) -> None:
@@ -324,6 +334,7 @@ __all__ = [
     "ShardError",
     "ShardSpec",
     "ShardedRunStatus",
+    "check_claim",
     "check_run_id",
     "claim_shard",
     "create_or_join",
