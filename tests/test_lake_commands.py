@@ -81,9 +81,7 @@ def test_export_and_report_from_a_lake(lake: str, tmp_path: Path) -> None:
     assert "<html" in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
-def test_regression_and_reaggregate_write_new_runs_into_the_lake(
-    lake: str, tmp_path: Path
-) -> None:
+def test_regression_and_reaggregate_write_new_runs_into_the_lake(lake: str, tmp_path: Path) -> None:
     # the lake exists: its data path is in its catalog, and no other may be given
     env = child_env(tmp_path / "unused")
     del env["JURYFLOW_DATA_PATH"]
@@ -169,3 +167,39 @@ def test_shards_of_one_run_must_agree_and_finish_names_what_is_left(tmp_path: Pa
     # a finished shard run again stores nothing twice
     juryflow(env, "run", "--db", db, "--shard", "2/2", "--run-id", "r")
     assert Store(db).query("SELECT count(*) FROM judgments")[1] == [(180,)]
+
+
+def test_the_viewer_browses_and_annotates_a_lake(lake: str) -> None:
+    import httpx
+
+    from juryflow.viewer.server import start_in_thread
+    from juryflow.viewer.state import ViewerState
+
+    store = Store(lake)
+    run_id = store.query("SELECT min(run_id) FROM runs WHERE kind = 'evaluate'")[1][0][0]
+    running = start_in_thread(ViewerState(store, "lake-reviewer"))
+    try:
+        with httpx.Client(base_url=running.url, timeout=30) as client:
+            assert client.get("/").status_code == 200
+            assert client.get(f"/runs/{run_id}").status_code == 200
+            items = client.get(f"/runs/{run_id}/items")
+            assert items.status_code == 200 and "/item?id=" in items.text
+    finally:
+        running.stop()
+    from juryflow.storage.annotations import NewAnnotation, save_annotation
+
+    # an item without consensus spans: an annotation then decides on none
+    item_id = str(
+        store.query(
+            "SELECT min(item_id) FROM items WHERE run_id = ? AND item_id NOT IN "
+            "(SELECT item_id FROM consensus_spans WHERE run_id = ?)",
+            [run_id, run_id],
+        )[1][0][0]
+    )
+
+    def annotate(verdict: bool) -> NewAnnotation:
+        return NewAnnotation(run_id, item_id, "lake-reviewer", (), (), verdict)
+
+    saved = save_annotation(store, annotate(True))
+    again = save_annotation(store, annotate(False))
+    assert again.annotation_id == saved.annotation_id + 1
