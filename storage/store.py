@@ -467,8 +467,10 @@ class Store:
     ) -> None:
         """A finished chunk in one transaction: its items, judgments and consensus."""
         # A held session keeps its own buffer pool; a chunk's own connection gets the small
-        # one of chunk writes (see chunk_write_memory_limit).
-        limit = chunk_write_memory_limit() if self._held is None else None
+        # one of chunk writes (see chunk_write_memory_limit). A lake's connection is the
+        # process's for good, so it keeps its own too.
+        own_connection = self._held is None and self.lake is None
+        limit = chunk_write_memory_limit() if own_connection else None
         try:
             self._write_chunk(run_id, items, judgments, consensus, limit)
         except _PoolTooSmall:
