@@ -22,7 +22,11 @@ err = Console(stderr=True)
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="DuckDB store (default: $JURYFLOW_DB or ./juryflow.duckdb)."),
+    typer.Option(
+        "--db",
+        help="Store: a DuckDB file, or a DuckLake as ducklake:postgres:'dbname=... host=...' "
+        "(default: $JURYFLOW_DB or ./juryflow.duckdb).",
+    ),
 ]
 """``--db``, as every command that reads a store takes it."""
 
