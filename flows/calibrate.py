@@ -109,8 +109,7 @@ def run_calibration(
     rows = calibration_rows(store, run_id, group_column, gold)
     if all(g is None for g in rows.gold_hallucinated) and all(s is None for s in rows.gold_spans):
         raise NoLabels(
-            f"run {rows.info.run_id} has no item labelled by --gold {gold}: "
-            f"{_HOW_TO_LABEL[gold]}"
+            f"run {rows.info.run_id} has no item labelled by --gold {gold}: {_HOW_TO_LABEL[gold]}"
         )
     run = store.get_run(rows.info.run_id)
     assert run is not None  # calibration_rows resolved it

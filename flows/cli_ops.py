@@ -19,7 +19,6 @@ console = Console()
 err = Console(stderr=True)
 
 
-
 def _check_store(db: str | None) -> None:
     """Refuse a store the flow cannot use before Prefect starts: inside the flow the same
     error would arrive with Prefect's traceback (and, for regression, as exit code 1)."""
@@ -223,9 +222,7 @@ def serve_command(
     suite: Annotated[str | None, typer.Option(help="Suite name.")] = None,
     baseline: Annotated[str, typer.Option(help="'last' or a pinned run id.")] = "last",
     evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-serve.")] = "0 2 * * *",
-    regression_cron: Annotated[
-        str, typer.Option(help="Cron of regression-serve.")
-    ] = "30 2 * * *",
+    regression_cron: Annotated[str, typer.Option(help="Cron of regression-serve.")] = "30 2 * * *",
     timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
 ) -> None:
     """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""

@@ -206,6 +206,7 @@ PAIR_COLUMNS: tuple[Column[PairAgreement], ...] = (
     ("span F1", lambda p: stat_cell(p.span_f1)),
 )
 
+
 def _vs_consensus(judge: JudgeSummary, measure: Literal["precision", "recall"]) -> float | None:
     scores = judge.consensus_spans
     return None if scores is None else getattr(scores, measure)
