@@ -310,15 +310,18 @@ def _abandon_transaction(con: duckdb.DuckDBPyConnection) -> None:
 # DuckLake retries the race for the next snapshot id itself; these are conflicts of what
 # two transactions changed (an UPDATE or DELETE of a table another one wrote), which only
 # running the whole transaction again resolves.
-_CONFLICT_MARKS = ("Transaction conflict", "Failed to commit DuckLake transaction")
+# PostgreSQL's own serialization failure reaches DuckDB as a plain error from the catalog.
+_CONFLICT_MARKS = (
+    "Transaction conflict",
+    "Failed to commit DuckLake transaction",
+    "could not serialize access due to concurrent",
+)
 CONFLICT_ATTEMPTS = 30
 
 
 def is_commit_conflict(error: duckdb.Error) -> bool:
     text = str(error)
-    return isinstance(error, duckdb.TransactionException) and any(
-        mark in text for mark in _CONFLICT_MARKS
-    )
+    return any(mark in text for mark in _CONFLICT_MARKS)
 
 
 def retry_conflicts(body: Callable[[], T], where: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
@@ -328,7 +331,7 @@ def retry_conflicts(body: Callable[[], T], where: str, attempts: int = CONFLICT_
     for attempt in range(attempts):
         try:
             return body()
-        except duckdb.TransactionException as error:
+        except duckdb.Error as error:
             if not is_commit_conflict(error) or attempt + 1 == attempts:
                 if is_commit_conflict(error):
                     raise StoreError(
