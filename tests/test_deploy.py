@@ -34,22 +34,30 @@ def test_prefect_yaml_validates_with_prefects_loader() -> None:
     deployments, actions, messages = _load()
     assert "Skipping" not in messages and "error" not in messages.lower(), messages
     by_name = {d["name"]: d for d in deployments}
-    assert set(by_name) == {"evaluate-nightly", "regression-nightly"}
+    nightly = {"evaluate-nightly", "regression-nightly"}
+    assert set(by_name) == nightly | {"evaluate-shard", "evaluate-sharded"}
     assert by_name["evaluate-nightly"]["entrypoint"] == "flows/evaluate.py:evaluate"
     assert by_name["regression-nightly"]["entrypoint"] == "flows/regression.py:regression"
+    # the sharded ones (README "Many machines"): tests/test_sharded_deployment.py runs them
+    assert by_name["evaluate-shard"]["entrypoint"] == "flows/evaluate.py:evaluate"
+    assert by_name["evaluate-sharded"]["entrypoint"] == "flows/sharded.py:evaluate_sharded"
     step = actions["pull"][0]["prefect.deployments.steps.set_working_directory"]
     assert step["directory"] == "{{ $PWD }}"
     for deployment in deployments:
         assert deployment["work_pool"]["name"] == "juryflow-process"
+        # every parameter is one the flow accepts
+        flow = load_flow_from_entrypoint(str(REPO / deployment["entrypoint"]))
+        accepted = set(flow.parameters.properties)
+        assert set(deployment.get("parameters") or {}) <= accepted, deployment["name"]
+        if deployment["name"] not in nightly:
+            assert not deployment.get("schedules"), deployment["name"]  # started on demand
+            continue
         schedules = _construct_schedules(
             deployment, step_outputs={}, console=Console(), is_interactive=lambda: False
         )
         assert len(schedules) == 1
         assert schedules[0]["schedule"].timezone == "UTC"
-        # every parameter is one the flow accepts, and the paths exist in the checkout
-        flow = load_flow_from_entrypoint(str(REPO / deployment["entrypoint"]))
-        accepted = set(flow.parameters.properties)
-        assert set(deployment["parameters"]) <= accepted, deployment["name"]
+        # the paths exist in the checkout
         assert (REPO / deployment["parameters"]["dataset"]).is_file()
         assert (REPO / deployment["parameters"]["panel"]).is_file()
     assert by_name["regression-nightly"]["parameters"]["baseline"] == "last"
@@ -88,7 +96,9 @@ def test_prefect_yaml_suite_is_the_cli_default(tmp_path: Path) -> None:
 
     deployments, _, _ = _load()
     for deployment in deployments:
-        parameters = deployment["parameters"]
+        parameters = deployment.get("parameters") or {}
+        if "suite" not in parameters:  # the sharded ones take no suite of their own
+            continue
         plan = plan_run(
             dataset=str(REPO / parameters["dataset"]),
             panel=str(REPO / parameters["panel"]),
