@@ -207,6 +207,53 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_deploy.py",
         "juryflow serve",
     ),
+    # README "Many machines" (issue 14)
+    "pip install juryflow[lake]": (
+        "reference",
+        "installs from the package index; the extra's two wheels are in the dev extra too, "
+        "and every DuckLake test loads them",
+    ),
+    "createdb -h db.example.org -U juryflow juryflow": ("tests/pg_server.py", '"createdb"'),
+    "export JURYFLOW_DB=ducklake:postgres:dbname=juryflow host=db.example.org user=juryflow": (
+        "tests/test_sharded_deployment.py",
+        '"JURYFLOW_DB": lake',
+    ),
+    "export JURYFLOW_DATA_PATH=/mnt/juryflow-lake": (
+        "tests/test_sharded_deployment.py",
+        '"JURYFLOW_DATA_PATH": str(tmp_path / "lake-data")',
+    ),
+    "juryflow run --suite nightly-model-a": ("tests/test_lake_runs.py", '"--suite", f"suite-{n}"'),
+    "juryflow run --suite nightly-model-b": ("tests/test_lake_runs.py", '"--suite", f"suite-{n}"'),
+    "juryflow run DATASET --shard 1/2 --run-id nightly": (
+        "tests/test_lake_runs.py",
+        '"--shard", f"{i}/3", "--run-id", "nightly"',
+    ),
+    "juryflow run DATASET --shard 2/2 --run-id nightly": (
+        "tests/test_lake_runs.py",
+        '"--shard", f"{i}/3", "--run-id", "nightly"',
+    ),
+    "juryflow finish nightly": ("tests/test_lake_runs.py", '"finish", "nightly"'),
+    "prefect worker start --pool juryflow-process --limit 1 --name machine-1 &": (
+        "tests/test_sharded_deployment.py",
+        '"--limit", "1", "--name", f"machine-{n}"',
+    ),
+    "prefect worker start --pool juryflow-process --limit 1 --name machine-2 &": (
+        "tests/test_sharded_deployment.py",
+        '"--limit", "1", "--name", f"machine-{n}"',
+    ),
+    "prefect deployment run evaluate-sharded/evaluate-sharded --param shards=2 "
+    "--param run_id=sample-sharded --watch": (
+        "tests/test_sharded_deployment.py",
+        '"--param", "shards=2", "--param", "run_id=sample-sharded", "--watch"',
+    ),
+    "juryflow sql --at-run RUN SELECT status, count(*) AS runs FROM runs GROUP BY status": (
+        "tests/test_lake_sql.py",
+        '"--at-run"',
+    ),
+    "juryflow store compact --db ducklake:postgres:dbname=evals host=db.internal --keep-days 7": (
+        "tests/test_lake_compact.py",
+        '"store", "compact", "--db"',
+    ),
 }
 
 
