@@ -8,7 +8,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -266,8 +266,20 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to read; on a lake, every statement in the block reads one snapshot
+        (a transaction), so numbers read in several queries agree while others write."""
         with self._connection(read_only=True) as con:
-            yield con
+            if self.lake is None or self._held is not None:
+                yield con
+                return
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                with suppress(duckdb.Error):  # the read's own error is the one to see
+                    con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
