@@ -366,8 +366,9 @@ def sql(
         columns, rows = run_confined(target, query, snapshot=snapshot)
     except SnapshotExpiredError as error:
         fail(
-            f"run {run_id} finished at snapshot {error.snapshot}, which `juryflow store "
-            "compact` has since expired; the lake keeps no copy of the store as it was then"
+            f"run {run_id} finished at snapshot {error.snapshot}, which compaction has since "
+            "expired (ducklake_expire_snapshots): the lake no longer holds the store as it "
+            "was then; query it as it is now, without --at-run"
         )
         return
     except (SqlRefused, SqlConfinementError, StoreError, RunIdError) as error:

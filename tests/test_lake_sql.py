@@ -1,0 +1,432 @@
+"""`juryflow sql` on a DuckLake store: confined as on a file, and `--at-run RUN`.
+
+A real PostgreSQL catalog (tests/pg_server.py) and a lake filled by a real offline
+`juryflow run`; every query goes through the real command line (a subprocess). What a lake
+adds to the file store's attacks (tests/test_sql_confined.py): its catalog database,
+attached beside it, and the PostgreSQL functions that query that server directly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from juryflow.cli import app
+from juryflow.storage.connection import close_lakes, resolve_target
+from juryflow.storage.lake import LakeTarget, current_snapshot, open_lake
+from juryflow.storage.sql_guard import confined_connection
+from juryflow.storage.store import RunRecord, Store
+from tests.pg_server import PgServer, pg_server
+
+__all__ = ["pg_server"]  # the fixture, imported so that pytest finds it here
+
+REPO = Path(__file__).resolve().parents[1]
+_databases = iter(range(10_000))
+
+
+@dataclass(frozen=True)
+class Lake:
+    db: str  # the --db value
+    data: Path  # the lake's data directory
+    outside: Path  # a directory beside it holding a file no query may read
+    cwd: Path  # the commands' working directory; must stay empty
+    first_run: str  # the offline run that filled the lake
+
+
+def child_env(data: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["JURYFLOW_DATA_PATH"] = str(data)
+    env["JURYFLOW_JOURNAL_DIR"] = str(data.parent / "journals")
+    env["COLUMNS"] = "200"
+    return env
+
+
+@pytest.fixture(scope="module")
+def lake(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    """A lake holding one completed offline run (60 items x 3 judges)."""
+    root = tmp_path_factory.mktemp("lake-sql")
+    dsn = pg_server.create_database(f"lake_sql_{os.getpid()}")
+    data = root / "data"
+    db = f"ducklake:postgres:{dsn}"
+    done = subprocess.run(
+        [sys.executable, "-m", "juryflow", "run", "--db", db],
+        env=child_env(data),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (root / "outside").mkdir()
+    (root / "cwd").mkdir()
+    duckdb.execute(f"COPY (SELECT 'secret' AS s) TO '{root / 'outside' / 'secret.parquet'}'")
+    run_id = Store(db).latest_run_id()
+    assert run_id is not None
+    yield Lake(db, data, root / "outside", root / "cwd", run_id)
+    close_lakes()
+
+
+def sql_process(lake: Lake, statement: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`juryflow sql` as a user runs it: a process of its own."""
+    # another data path in the environment must not matter to a reader
+    return subprocess.run(
+        [sys.executable, "-m", "juryflow", "sql", statement, "--db", lake.db, *extra],
+        cwd=lake.cwd,
+        env=child_env(lake.cwd.parent / "elsewhere"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def sql(lake: Lake, statement: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (typer's runner): ~1.7 s less of start-up each."""
+    result = CliRunner().invoke(
+        app,
+        ["sql", statement, "--db", lake.db, *extra],
+        env={"JURYFLOW_DATA_PATH": str(lake.cwd.parent / "elsewhere"), "COLUMNS": "200"},
+    )
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(
+        ["juryflow", "sql"], result.exit_code, result.stdout, result.stderr
+    )
+
+
+def csv_rows(lake: Lake, statement: str, *extra: str, process: bool = False) -> list[list[str]]:
+    result = (sql_process if process else sql)(lake, statement, "--format", "csv", *extra)
+    assert result.returncode == 0, result.stderr
+    return list(csv.reader(io.StringIO(result.stdout)))
+
+
+def refused_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def snapshot_count(lake: Lake) -> int:
+    with Store(lake.db).read() as con:
+        row = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# -- reading works ------------------------------------------------------------------------
+
+
+def test_tables_views_and_duckdb_statements_read_the_lake(lake: Lake) -> None:
+    assert csv_rows(lake, "SELECT count(*) AS n FROM judgments", process=True) == [
+        ["n"],
+        ["180"],
+    ]
+    rows = csv_rows(lake, "SELECT judge_id FROM judge_accuracy ORDER BY judge_id")
+    assert rows == [["judge_id"], ["consensus"], ["content"], ["names"], ["numbers"]]
+    rows = csv_rows(lake, "WITH d AS (SELECT * FROM item_disagreement) SELECT count(*) AS n FROM d")
+    assert rows == [["n"], ["60"]]
+    assert "score_median" in {r[1] for r in csv_rows(lake, "PRAGMA table_info('consensus')")}
+    assert {"judgments", "judge_bias"} <= {r[0] for r in csv_rows(lake, "SHOW TABLES")}
+    assert len(csv_rows(lake, "SUMMARIZE consensus")) > 1
+    assert csv_rows(lake, "EXPLAIN SELECT * FROM item_disagreement")[0][0] == "explain_key"
+
+
+def test_duckdb_s_read_only_lake_functions_and_time_travel_work(lake: Lake) -> None:
+    snapshots = csv_rows(lake, "SELECT max(snapshot_id) AS s FROM lake.snapshots()")
+    latest = int(snapshots[1][0])
+    assert latest > 1
+    current = csv_rows(lake, "SELECT id FROM lake.current_snapshot() t(id)")
+    assert int(current[1][0]) == latest
+    assert csv_rows(lake, "SELECT value FROM lake.options() WHERE option_name = 'data_path'")[1][
+        0
+    ].startswith(str(lake.data))
+    changes = csv_rows(
+        lake,
+        f"SELECT count(*) AS n FROM ducklake_table_changes('lake', 'main', 'runs', 0, {latest})",
+    )
+    assert int(changes[1][0]) >= 1
+    # before the run's judgments were written, as a query of DuckDB's own syntax
+    assert csv_rows(lake, "SELECT count(*) AS n FROM judgments AT (VERSION => 1)") == [
+        ["n"],
+        ["0"],
+    ]
+
+
+def test_the_lake_s_own_parquet_files_can_be_read(lake: Lake) -> None:
+    rows = csv_rows(lake, f"SELECT count(*) AS n FROM read_parquet('{lake.data}/**/*.parquet')")
+    assert int(rows[1][0]) > 0
+
+
+# -- what a lake adds to the attacks ------------------------------------------------------
+
+LAKE_ATTACKS = {
+    "postgres_query": (
+        "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT current_user')",
+        "postgres_query() refused",
+    ),
+    "postgres_scan in a CTE": (
+        "WITH t AS (SELECT * FROM postgres_scan('host=127.0.0.1', 'public', 'x')) FROM t",
+        "postgres_scan() refused",
+    ),
+    "postgres_execute in a subquery": (
+        "SELECT 1 WHERE EXISTS (SELECT * FROM postgres_execute('__ducklake_metadata_lake', "
+        "'DROP TABLE ducklake_snapshot'))",
+        "postgres_execute() refused",
+    ),
+    "metadata table": (
+        "SELECT * FROM __ducklake_metadata_lake.ducklake_snapshot",
+        "__ducklake_metadata_lake refused",
+    ),
+    "metadata table, three parts": (
+        "SELECT * FROM __ducklake_metadata_lake.public.ducklake_snapshot",
+        "__ducklake_metadata_lake refused",
+    ),
+    "summarize the metadata": (
+        "SUMMARIZE __ducklake_metadata_lake.ducklake_snapshot",
+        "__ducklake_metadata_lake refused",
+    ),
+    "metadata in a union": (
+        "SELECT 1 UNION ALL SELECT count(*) FROM __DUCKLAKE_METADATA_LAKE.ducklake_data_file",
+        "__DUCKLAKE_METADATA_LAKE refused",
+    ),
+    "query() hides SQL in a string": (
+        "SELECT * FROM query('SELECT * FROM __ducklake_metadata_lake.ducklake_snapshot')",
+        "query() refused",
+    ),
+    "query_table() hides a name in a string": (
+        "SELECT * FROM query_table('__ducklake_metadata_lake.ducklake_snapshot')",
+        "query_table() refused",
+    ),
+    "a DuckLake function that writes": (
+        "SELECT * FROM ducklake_expire_snapshots('lake', versions => [1])",
+        "ducklake_expire_snapshots() refused",
+    ),
+    "the lake's own form of it": (
+        "SELECT * FROM lake.set_commit_message('me', 'hello')",
+        "set_commit_message() refused",
+    ),
+    "unqualified, as DuckLake also registers it": (
+        "SELECT * FROM set_commit_message('me', 'hello')",
+        "set_commit_message() refused",
+    ),
+    "in the lake's schema": (
+        "FROM main.set_commit_message('me', 'hello')",
+        "set_commit_message() refused",
+    ),
+    "explain analyze": (
+        "EXPLAIN ANALYZE SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT 1')",
+        "postgres_query() refused",
+    ),
+    "attach": ("ATTACH 'ducklake:postgres:dbname=postgres' AS other", "ATTACH refused"),
+    "insert": ("INSERT INTO runs (run_id) VALUES ('forged')", "INSERT refused"),
+    "set": ("SET allowed_directories = ['/']", "SET refused"),
+    "detach": ("DETACH __ducklake_metadata_lake", "DETACH refused"),
+    "call": ("CALL ducklake_expire_snapshots('lake', versions => [1])", "CALL refused"),
+}
+
+
+@pytest.mark.parametrize("name", list(LAKE_ATTACKS))
+def test_what_reaches_past_the_lake_is_refused_in_one_line(lake: Lake, name: str) -> None:
+    statement, says = LAKE_ATTACKS[name]
+    before = snapshot_count(lake)
+    line = refused_line(sql(lake, statement))
+    assert says in line, line
+    assert "(nothing ran)" in line and "it runs SELECT" in line
+    assert "juryflow" not in line.split("refused")[0]  # PostgreSQL's user was not queried
+    assert snapshot_count(lake) == before
+    assert list(lake.cwd.iterdir()) == []
+
+
+def test_a_refusal_from_the_command_line_is_one_line(lake: Lake) -> None:
+    statement = "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT current_user')"
+    line = refused_line(sql_process(lake, statement))
+    assert line.startswith("error: postgres_query() refused: juryflow sql reads a lake")
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["/etc/hostname", "{outside}/secret.parquet", "{data}/../outside/secret.parquet"],
+)
+def test_files_outside_the_lake_s_data_directory_are_refused(lake: Lake, where: str) -> None:
+    path = where.format(outside=lake.outside, data=lake.data)
+    line = refused_line(sql(lake, f"SELECT * FROM read_parquet('{path}')"))
+    assert "reads only the store; file, network and extension access is off" in line
+    assert "secret" not in line.split("(")[0]
+
+
+def test_the_connection_holds_without_the_statement_check(lake: Lake) -> None:
+    """Defence in depth: DuckDB's sandbox on the lake's connection, statement check bypassed."""
+    target = resolve_target(lake.db)
+    assert isinstance(target, LakeTarget)
+    with confined_connection(target) as con:
+        for statement in (
+            f"SELECT * FROM read_parquet('{lake.outside}/secret.parquet')",
+            f"COPY (SELECT 1) TO '{lake.outside}/x.csv'",
+            "INSERT INTO runs (run_id) VALUES ('forged')",
+            "SET allowed_directories = ['/']",
+            "SET enable_external_access = true",
+            "ATTACH 'ducklake:postgres:dbname=postgres' AS other",
+        ):
+            with pytest.raises(duckdb.Error):
+                con.execute(statement)
+        settings = dict(
+            con.execute(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN "
+                "('allowed_directories', 'enable_external_access', 'lock_configuration')"
+            ).fetchall()
+        )
+    assert settings == {
+        "allowed_directories": f"[{lake.data}/]",
+        "enable_external_access": "false",
+        "lock_configuration": "true",
+    }
+    assert list(lake.outside.iterdir()) == [lake.outside / "secret.parquet"]
+
+
+# -- --at-run ------------------------------------------------------------------------------
+
+
+def _record(run_id: str, status: str) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        kind="evaluate",
+        suite="at-run",
+        status=status,
+        started_at=datetime.now(UTC),
+        finished_at=None,
+        dataset=None,
+        panel_name="copied",
+        panel={},
+        prompts=[],
+        quorum=2,
+        n_judges=3,
+    )
+
+
+@pytest.fixture(scope="module")
+def later(lake: Lake) -> str:
+    """A second completed run written after the first: 180 more judgments."""
+    store = Store(lake.db)
+    run_id = "zz-later-run"
+    store.create_run(_record(run_id, "running"))
+    store.copy_run_rows(lake.first_run, run_id)
+    store.finish_run(run_id, "completed")
+    return run_id
+
+
+def test_at_run_reads_the_lake_as_the_run_left_it(lake: Lake, later: str) -> None:
+    counts = "SELECT (FROM runs SELECT count(*)) AS runs, (FROM judgments SELECT count(*)) AS j"
+    assert csv_rows(lake, counts) == [["runs", "j"], ["2", "360"]]
+    at_first = csv_rows(lake, counts, "--at-run", lake.first_run, process=True)
+    assert at_first == [["runs", "j"], ["1", "180"]]
+    # a unique prefix names the run, as everywhere
+    assert csv_rows(lake, counts, "--at-run", later[:5]) == [["runs", "j"], ["2", "360"]]
+    # views read the past too
+    at_first = csv_rows(
+        lake, "SELECT count(DISTINCT run_id) AS n FROM item_disagreement", "--at-run", later
+    )
+    assert at_first == [["n"], ["2"]]
+    at_first = csv_rows(
+        lake,
+        "SELECT count(DISTINCT run_id) AS n FROM item_disagreement",
+        "--at-run",
+        lake.first_run,
+    )
+    assert at_first == [["n"], ["1"]]
+    # and the confinement holds there
+    line = refused_line(
+        sql(lake, "FROM __ducklake_metadata_lake.ducklake_snapshot", "--at-run", later)
+    )
+    assert "__ducklake_metadata_lake refused" in line
+
+
+def test_at_run_on_a_duckdb_file_is_one_line(lake: Lake, tmp_path: Path) -> None:
+    line = refused_line(
+        sql(replace(lake, db=str(tmp_path / "x.duckdb")), "SELECT 1", "--at-run", "a")
+    )
+    assert "--at-run reads a DuckLake snapshot; a DuckDB file keeps none" in line
+    assert "--db ducklake:" in line
+
+
+def test_at_run_names_runs_without_a_snapshot_and_unknown_runs(lake: Lake, later: str) -> None:
+    store = Store(lake.db)
+    store.create_run(_record("zz-still-running", "running"))
+    store.create_run(_record("zz-old-completed", "completed"))
+    line = refused_line(sql(lake, "SELECT 1", "--at-run", "zz-still-running"))
+    assert "run zz-still-running is running" in line and "when it completes" in line
+    line = refused_line(sql(lake, "SELECT 1", "--at-run", "zz-old-completed"))
+    assert "completed before runs recorded their snapshot" in line
+    assert "AT (VERSION => n)" in line
+    line = refused_line(sql(lake, "SELECT 1", "--at-run", "no-such-run"))
+    assert "no run 'no-such-run'" in line
+    line = refused_line(sql(lake, "SELECT 1", "--at-run", "zz-"))
+    assert "ambiguous" in line
+
+
+def test_at_run_of_an_expired_snapshot_says_so(pg_server: PgServer, tmp_path: Path) -> None:
+    dsn = pg_server.create_database(f"lake_sql_expired_{os.getpid()}_{next(_databases)}")
+    db = f"ducklake:postgres:{dsn}"
+    store = Store(db, str(tmp_path / "data"))
+    store.migrate()
+    store.create_run(_record("expired-run", "running"))
+    store.finish_run("expired-run", "completed")
+    store.create_run(_record("next-run", "running"))
+    snapshot = store.query("SELECT finished_snapshot FROM runs WHERE run_id = 'expired-run'")[1]
+    (expired,) = snapshot[0]
+    assert expired is not None
+    # as compaction of a juryflow that did not keep runs' snapshots, or by hand
+    store.transact(
+        lambda con: con.execute(
+            "CALL ducklake_expire_snapshots('lake', versions => ?)", [[int(expired)]]
+        ),
+        "expire",
+    )
+    lake = Lake(db, tmp_path / "data", tmp_path, tmp_path, "expired-run")
+    line = refused_line(sql(lake, "SELECT count(*) FROM runs", "--at-run", "expired-run"))
+    assert f"run expired-run finished at snapshot {expired}" in line
+    assert "which compaction has since expired" in line and "without --at-run" in line
+    # the lake itself still reads
+    assert csv_rows(lake, "SELECT count(*) AS n FROM runs") == [["n"], ["2"]]
+    close_lakes()
+
+
+def test_a_snapshot_reads_in_process_too(lake: Lake, later: str) -> None:
+    """run_confined's ``snapshot`` is DuckLake's SNAPSHOT_VERSION: the catalog as it was."""
+    from juryflow.storage.sql_guard import run_confined
+
+    target = resolve_target(lake.db)
+    assert isinstance(target, LakeTarget)
+    con = open_lake(replace(target, data_path=None), read_only=True)
+    try:
+        now = current_snapshot(con)
+    finally:
+        con.close()
+    _, rows = run_confined(target, "SELECT count(*) FROM judgments", snapshot=now)
+    assert rows == [(360,)]
+
+
+@pytest.mark.parametrize("extra", [(), ("--at-run", "abc")])
+def test_a_lake_that_does_not_exist_is_not_created(tmp_path: Path, extra: tuple[str, ...]) -> None:
+    """`sql` attaches read-only, --at-run's lookup too: a wrong --db creates nothing."""
+    catalog = tmp_path / "none.ducklake"
+    lake = Lake(f"ducklake:{catalog}", tmp_path / "data", tmp_path, tmp_path, "")
+    line = refused_line(sql(lake, "SELECT 1", *extra))
+    assert f"no DuckLake store at ducklake:{catalog} yet" in line
+    assert "juryflow sql reads an existing lake" in line
+    assert list(tmp_path.iterdir()) == []
