@@ -206,6 +206,11 @@ def connect(
     inside :func:`patient_waits`. A lake has no file lock: its connection is shared by the
     process (:func:`_lake_connection`)."""
     if not isinstance(path, Path):
+        if read_only and path.kind == "duckdb" and not Path(path.catalog).exists():
+            # as for a DuckDB file: reading never creates the store
+            raise StoreMissingError(
+                f"no juryflow store at {path}; run `juryflow run --db {path}` first"
+            )
         with _PROCESS_LOCK:
             con = _lake_connection(path)
             try:

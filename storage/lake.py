@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -22,7 +23,7 @@ from typing import Literal
 
 import duckdb
 
-from juryflow.storage.connection import StoreError
+from juryflow.storage.connection import StoreError, StoreMissingError
 
 LAKE_PREFIX = "ducklake:"
 POSTGRES_PREFIX = "postgres:"
@@ -229,12 +230,19 @@ def attach_lake(
                 continue
             first = text.splitlines()[0] if text else repr(error)
             where = target.catalog if target.kind == "duckdb" else f"PostgreSQL ({target.shown})"
+            if _NEW_WITHOUT_DATA_PATH in text:
+                raise StoreMissingError(
+                    f"no juryflow store in {where} yet: create it with `juryflow run --db "
+                    f"{shlex.quote(str(target))} --data-path DIR` (DIR: where its Parquet "
+                    "files go, shared by every machine)"
+                ) from None
             raise StoreError(
                 f"cannot open the DuckLake catalog in {where}: {first}; check --db and --data-path"
             ) from None
 
 
 _CREATE_RACE = "Failed to initialize DuckLake"
+_NEW_WITHOUT_DATA_PATH = "Attempting to create a new ducklake instance but data_path is not set"
 _CREATE_ATTEMPTS = 5
 
 

@@ -203,3 +203,22 @@ def test_the_viewer_browses_and_annotates_a_lake(lake: str) -> None:
     saved = save_annotation(store, annotate(True))
     again = save_annotation(store, annotate(False))
     assert again.annotation_id == saved.annotation_id + 1
+
+
+def test_reading_never_creates_a_lake(pg_server: PgServer, tmp_path: Path) -> None:
+    catalog = tmp_path / "missing.ducklake"
+    message = refused("runs", "--db", f"ducklake:{catalog}")
+    assert "no juryflow store at ducklake:" in message and not catalog.exists()
+    dsn = pg_server.create_database(f"empty_{os.getpid()}")
+    env = {k: v for k, v in os.environ.items() if k != "JURYFLOW_DATA_PATH"}
+    done = subprocess.run(
+        [sys.executable, "-m", "juryflow", "agreement", "--db", f"ducklake:postgres:{dsn}"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "yet: create it with `juryflow run --db" in done.stderr
+    assert "--data-path DIR" in done.stderr
