@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from juryflow.storage.store import Store
 
 SHOWN_CANDIDATES = 5
@@ -59,23 +61,27 @@ def resolve_run_id(store: Store, text: str) -> str:
     Raises :class:`RunIdError` when no run or several runs match.
     """
     with store.read() as con:
-        if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [text]).fetchone():
-            return text
-        # starts_with, not LIKE: a % or _ in the text is a character, not a wildcard
-        found = con.execute(
-            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) "
-            "ORDER BY started_at DESC, run_id DESC LIMIT ?",
-            [text, SHOWN_CANDIDATES + 1],
-        ).fetchall()
+        return resolve_run_id_in(con, text, str(store.path))
+
+
+def resolve_run_id_in(con: duckdb.DuckDBPyConnection, text: str, where: str) -> str:
+    """:func:`resolve_run_id` on an open connection (``where``: the store, for messages)."""
+    if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [text]).fetchone():
+        return text
+    # starts_with, not LIKE: a % or _ in the text is a character, not a wildcard
+    found = con.execute(
+        "SELECT run_id FROM runs WHERE starts_with(run_id, ?) "
+        "ORDER BY started_at DESC, run_id DESC LIMIT ?",
+        [text, SHOWN_CANDIDATES + 1],
+    ).fetchall()
     if len(found) == 1:
         return str(found[0][0])
     if not found:
-        raise RunIdError(f"no run {text!r} in {store.path}; `juryflow runs` lists them")
+        raise RunIdError(f"no run {text!r} in {where}; `juryflow runs` lists them")
     shown = ", ".join(str(row[0]) for row in found[:SHOWN_CANDIDATES])
     more = ", ..." if len(found) > SHOWN_CANDIDATES else ""
     raise RunIdError(
-        f"run id {text!r} is ambiguous in {store.path}: it starts {shown}{more}; "
-        "give more of the id"
+        f"run id {text!r} is ambiguous in {where}: it starts {shown}{more}; give more of the id"
     )
 
 

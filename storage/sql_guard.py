@@ -386,25 +386,13 @@ def run_snapshot(target: Path | LakeTarget, run: str) -> tuple[str, int]:
 def _find_run(
     con: duckdb.DuckDBPyConnection, target: LakeTarget, text: str
 ) -> tuple[str, str, int | None]:
-    """As :func:`juryflow.storage.run_queries.resolve_run_id`: the exact id, else the one
-    run whose id starts with ``text``; with its status and finished snapshot."""
-    from juryflow.storage.run_queries import SHOWN_CANDIDATES, RunIdError
+    """The run ``text`` names (as ``juryflow runs`` resolves it), its status and the
+    snapshot it finished at."""
+    from juryflow.storage.run_queries import resolve_run_id_in
 
-    columns = "SELECT run_id, status, finished_snapshot FROM runs"
-    row = con.execute(f"{columns} WHERE run_id = ?", [text]).fetchone()
-    if row is not None:
-        return str(row[0]), str(row[1]), row[2]
-    # starts_with, not LIKE: a % or _ in the text is a character, not a wildcard
-    found = con.execute(
-        f"{columns} WHERE starts_with(run_id, ?) ORDER BY started_at DESC, run_id DESC LIMIT ?",
-        [text, SHOWN_CANDIDATES + 1],
-    ).fetchall()
-    if len(found) == 1:
-        return str(found[0][0]), str(found[0][1]), found[0][2]
-    if not found:
-        raise RunIdError(f"no run {text!r} in {target}; `juryflow runs` lists them")
-    shown = ", ".join(str(r[0]) for r in found[:SHOWN_CANDIDATES])
-    more = ", ..." if len(found) > SHOWN_CANDIDATES else ""
-    raise RunIdError(
-        f"run id {text!r} is ambiguous in {target}: it starts {shown}{more}; give more of the id"
-    )
+    run_id = resolve_run_id_in(con, text, str(target))
+    row = con.execute(
+        "SELECT status, finished_snapshot FROM runs WHERE run_id = ?", [run_id]
+    ).fetchone()
+    assert row is not None  # just resolved
+    return run_id, str(row[0]), row[1]
