@@ -270,6 +270,10 @@ def _to_version_4(path: Path) -> None:
         con.execute("DROP TABLE span_sets")
         con.execute("DROP TABLE span_overlaps")
         con.execute("ALTER TABLE judgments DROP COLUMN span_chars")
+        # what migration 8 added (6 and 7 run again as they are)
+        con.execute("DROP TABLE run_shards")
+        con.execute("DROP TABLE store_meta")
+        con.execute("ALTER TABLE runs DROP COLUMN finished_snapshot")
         con.execute("DELETE FROM schema_version WHERE version > 4")
     finally:
         con.close()
