@@ -23,13 +23,14 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from juryflow.storage.connection import StoreError, connect, is_commit_conflict
+from juryflow.storage.connection import StoreError, connect, duckdb_config, is_commit_conflict
 from juryflow.storage.lake import LAKE_ALIAS, LakeTarget
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ _METADATA = f"__ducklake_metadata_{LAKE_ALIAS}"
 # One expire call names at most this many snapshots (the list becomes an IN (...) in the
 # catalog's SQL).
 _EXPIRE_BATCH = 1000
+# Merging is DuckLake's most memory-hungry step: at 1,000,000 judgments it ran out of the
+# store's 256 MB. It gets a larger pool ($JURYFLOW_COMPACT_MEMORY_LIMIT) and merges a
+# bounded number of groups per call, called until nothing is left to merge.
+COMPACT_MEMORY_ENV = "JURYFLOW_COMPACT_MEMORY_LIMIT"
+DEFAULT_COMPACT_MEMORY = "1GB"
+_MERGES_PER_CALL = 20
+_MAX_MERGE_CALLS = 1000
 # A step that lost a race to another compaction (or a writer) is run again this often.
 _ATTEMPTS = 30
 # Two compactions flushing the same inlined rows: PostgreSQL refuses the second one's
@@ -84,6 +92,25 @@ class CompactionReport:
     old_files_deleted: int = 0
     orphaned_files_deleted: int = 0
     bytes_freed: int | None = None
+
+
+def _merge(step: _Steps) -> list[tuple[Any, ...]]:
+    """Every table's small files merged, in calls of bounded size, with the merge's pool."""
+    limit = os.environ.get(COMPACT_MEMORY_ENV, DEFAULT_COMPACT_MEMORY)
+    merged: list[tuple[Any, ...]] = []
+    with step.memory_limit(limit):
+        # each call leaves fewer, larger files; the bound only guards against a DuckLake
+        # that kept answering that it merged something
+        for _ in range(_MAX_MERGE_CALLS):
+            rows = step.write(
+                "merge small files",
+                f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', "
+                f"max_compacted_files => {_MERGES_PER_CALL})",
+            )
+            merged += rows
+            if not any(int(row[2]) > 1 for row in rows):
+                break
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +160,7 @@ def compact(
     flushed = step.write(
         "write the inlined rows to Parquet", f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')"
     )
-    merged = step.write("merge small files", f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}')")
+    merged = _merge(step)
     for start in range(0, len(snapshots.expire), _EXPIRE_BATCH):
         batch = list(snapshots.expire[start : start + _EXPIRE_BATCH])
         step.write(
@@ -192,6 +219,23 @@ class _Steps:
             f"cannot {what} in {self._lake}: {text or type(error).__name__}; nothing is "
             "lost, run `juryflow store compact` again"
         )
+
+    @contextmanager
+    def memory_limit(self, limit: str) -> Iterator[None]:
+        """The lake's connection with another buffer pool, the store's own again after."""
+        try:
+            with connect(self._lake) as con:
+                con.execute("SET memory_limit = ?", [limit])
+        except duckdb.Error as error:
+            raise StoreError(
+                f"{COMPACT_MEMORY_ENV}={limit!r} is not a DuckDB memory size; set e.g. 1GB "
+                f"({type(error).__name__})"
+            ) from None
+        try:
+            yield
+        finally:
+            with connect(self._lake) as con:
+                con.execute("SET memory_limit = ?", [duckdb_config()["memory_limit"]])
 
     def read(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
         try:
