@@ -86,7 +86,16 @@ def file_run(tmp_path: Path, env: dict[str, str], *args: str) -> list[tuple[obje
     return rows(db, CONSENSUS, Store(db).latest_run_id())
 
 
-def test_three_runs_and_a_sql_reader_share_one_lake(lake: str, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def sample_reference(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[object, ...]]:
+    """The consensus of the bundled sample with the offline panel, run on a DuckDB file."""
+    directory = tmp_path_factory.mktemp("reference")
+    return file_run(directory, lake_env(directory))
+
+
+def test_three_runs_and_a_sql_reader_share_one_lake(
+    lake: str, tmp_path: Path, sample_reference: list[tuple[object, ...]]
+) -> None:
     env = lake_env(tmp_path)
     runs = [juryflow(env, "run", "--db", lake, "--suite", f"suite-{n}") for n in range(3)]
     # A fourth process reads all along; each answer is one statement, so one snapshot, in
@@ -128,7 +137,7 @@ def test_three_runs_and_a_sql_reader_share_one_lake(lake: str, tmp_path: Path) -
         stop.touch()
     reads = int(finished(reader).strip())
     assert reads >= 2
-    reference = file_run(tmp_path, env)
+    reference = sample_reference
     run_ids = [str(r[0]) for r in rows(lake, "SELECT run_id FROM runs ORDER BY run_id")]
     assert len(run_ids) == 3
     for run_id in run_ids:
@@ -140,7 +149,9 @@ def test_three_runs_and_a_sql_reader_share_one_lake(lake: str, tmp_path: Path) -
         assert snapshot[0][0] is not None
 
 
-def test_a_run_in_three_shards_from_three_processes(lake: str, tmp_path: Path) -> None:
+def test_a_run_in_three_shards_from_three_processes(
+    lake: str, tmp_path: Path, sample_reference: list[tuple[object, ...]]
+) -> None:
     env = lake_env(tmp_path)
     shards = [
         juryflow(env, "run", "--db", lake, "--shard", f"{i}/3", "--run-id", "nightly")
@@ -158,7 +169,7 @@ def test_a_run_in_three_shards_from_three_processes(lake: str, tmp_path: Path) -
     # each shard judged only its own items: every item's judges sit in one shard
     split = rows(lake, "SELECT count(DISTINCT item_id) FROM items WHERE run_id = 'nightly'")
     assert split == [(60,)]
-    assert rows(lake, CONSENSUS, "nightly") == file_run(tmp_path, env)
+    assert rows(lake, CONSENSUS, "nightly") == sample_reference
     out = finished(juryflow(env, "finish", "nightly", "--db", lake))
     assert "completed; 3 shards finished, 60 items, 180 judgments" in out
 
