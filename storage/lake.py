@@ -242,6 +242,7 @@ def attach_lake(
 
 
 _CREATE_RACE = "Failed to initialize DuckLake"
+_NEEDS_HTTPFS = "requires the extension httpfs to be loaded"
 _NEW_WITHOUT_DATA_PATH = "Attempting to create a new ducklake instance but data_path is not set"
 _CREATE_ATTEMPTS = 5
 
@@ -287,9 +288,22 @@ def open_lake(
         con = duckdb.connect(config=dict(config or {}))
     except duckdb.Error as error:
         raise StoreError(f"cannot start DuckDB for the lake: {error}") from None
+    from juryflow.storage.object_store import enable_object_store, is_remote
+
     try:
         load_lake_extensions(con, postgres=target.kind == "postgres")
-        attach_lake(con, target, read_only=read_only or snapshot is not None, snapshot=snapshot)
+        remote = is_remote(target.data_path)
+        if remote:
+            enable_object_store(con)
+        read_only = read_only or snapshot is not None
+        try:
+            attach_lake(con, target, read_only=read_only, snapshot=snapshot)
+        except StoreError as error:
+            # A lake whose catalog records an s3:// data path: only the attach tells.
+            if remote or _NEEDS_HTTPFS not in str(error):
+                raise
+            enable_object_store(con)
+            attach_lake(con, target, read_only=read_only, snapshot=snapshot)
     except BaseException:
         con.close()
         raise

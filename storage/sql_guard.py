@@ -35,6 +35,7 @@ import duckdb
 
 from juryflow.storage.connection import StoreError, StoreMissingError, connect
 from juryflow.storage.lake import LakeTarget, lake_data_path, open_lake
+from juryflow.storage.object_store import is_remote
 
 ALLOWED = (
     "SELECT/WITH/FROM queries, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and read-only PRAGMAs "
@@ -137,8 +138,9 @@ def confined_connection(
             )
         # a bare prefix would also let /data-other be read
         directory = directory if directory.endswith("/") else directory + "/"
-        # DuckDB shows the list without quotes
-        _confine(con, [directory], {**_EXPECTED, "allowed_directories": f"[{directory}]"})
+        # DuckDB shows a directory without quotes, an s3:// prefix (httpfs) with them
+        shown = f"['{directory}']" if is_remote(directory) else f"[{directory}]"
+        _confine(con, [directory], {**_EXPECTED, "allowed_directories": shown})
         yield con
     finally:
         con.close()
