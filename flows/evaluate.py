@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shlex
 import signal
 import threading
 import time
@@ -400,6 +401,17 @@ def _on_stop(patience: Patience) -> None:
     quiet_stopped_run()
 
 
+def _resume_hint(plan: RunPlan) -> str:
+    """How to continue the run; a shard continues by being run again as it was started."""
+    if plan.shard is None:
+        return resume_hint(plan.run_id, str(plan.store.path))
+    return (
+        f"juryflow run {shlex.quote(str(plan.dataset))} --shard {plan.shard} --run-id "
+        f"{plan.run_id} --db {shlex.quote(str(plan.store.path))} (with the panel and options "
+        "the shard was started with)"
+    )
+
+
 def _record_end(plan: RunPlan, status: str, message: str) -> None:
     """The run (or its shard) stopped before its end: ``status`` and why."""
     if plan.shard is None:
@@ -436,7 +448,7 @@ async def _mark_ended(
     if status == "interrupted":
         # Prefect raised it (its SIGTERM bridge) or asyncio did (Ctrl-C before the watch)
         signum = signal.SIGTERM if type(error).__name__ == "TerminationSignal" else signal.SIGINT
-        hint = resume_hint(plan.run_id, str(plan.store.path))
+        hint = _resume_hint(plan)
         record(
             InterruptedRun(
                 plan.run_id,
@@ -457,7 +469,7 @@ async def _stop_for_budget(plan: RunPlan, runner: ChunkRunner, stop: BudgetStop)
         f"{stop.items_left} of {stop.items} items left to judge"
     )
     await asyncio.to_thread(_record_end, plan, "interrupted", reason)
-    hint = resume_hint(plan.run_id, str(plan.store.path))
+    hint = _resume_hint(plan)
     message = (
         f"juryflow: run {plan.run_id} stopped, {reason}. Continue it with: {hint} "
         "(add --max-cost USD for a new budget)"
@@ -471,7 +483,7 @@ async def _stop_interrupted(
     """Store what completed, mark the run interrupted, and say how to resume."""
     await runner.close()
     await close_judges()
-    hint = resume_hint(plan.run_id, str(plan.store.path))
+    hint = _resume_hint(plan)
     # The user asked to stop: a store another process holds gets a short wait, not an
     # endless one; what cannot be stored now is in the journal, for --resume.
     bounded = Patience(stop=threading.Event())
@@ -618,7 +630,7 @@ async def _plan_and_judge(
                 plan.panel.prices,
                 str(journal_path(plan.store.path, plan.journal_key)),
                 plan.run_id,
-                resume_hint(plan.run_id, str(plan.store.path)),
+                _resume_hint(plan),
             )
         runner = ChunkRunner(plan, distributed, budget, pool)
         try:
@@ -641,7 +653,7 @@ async def _judge_run(
     async with InterruptWatch(flow_run_id, on_trigger=lambda: _on_stop(patience)) as watch:
         watch.force_message = (
             f"juryflow: stopping at once; run {plan.run_id}'s completed judgments are in "
-            f"its journal: {resume_hint(plan.run_id, str(plan.store.path))}"
+            f"its journal: {_resume_hint(plan)}"
         )
         budget_stop: BudgetStop | None = None
         try:

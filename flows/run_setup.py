@@ -577,6 +577,12 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
         raise RunSetupError(f"--resume {run_id}: no such run in {store.path}")
     if run.kind != "evaluate":
         raise RunSetupError(f"--resume {run_id}: a {run.kind} run cannot be resumed")
+    if (run.parameters or {}).get("shards"):
+        raise RunSetupError(
+            f"--resume {run_id}: a sharded run continues shard by shard; run `juryflow run "
+            f"DATASET --shard I/N --run-id {run_id}` again for each unfinished one "
+            "(`juryflow finish` names them)"
+        )
     panel_spec = parse_panel(run.panel, f"run {run_id}")
     check_keys(panel_spec)
     try:

@@ -153,6 +153,7 @@ def test_shards_of_one_run_must_agree_and_finish_names_what_is_left(tmp_path: Pa
     assert Store(db).query("SELECT status FROM runs")[1] == [("running",)]
     message = refused("finish", "r", "--db", db)
     assert "shard 2/2 not finished" in message and "--run-id r" in message
+    assert "continues shard by shard" in refused("run", "--db", db, "--resume", "r")
     assert "it was started with 2 shards" in refused(
         "run", "--db", db, "--shard", "1/3", "--run-id", "r"
     )
