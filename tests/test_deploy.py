@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from rich.console import Console
 
 from tests.conftest import REPO
+from tests.prefect_server import running_prefect_server
 
 PREFECT_YAML = REPO / "prefect.yaml"
 
@@ -147,57 +144,10 @@ def test_the_example_automation_is_a_valid_prefect_automation() -> None:
     assert [action.type for action in automation.actions] == ["send-notification"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
-def prefect_server(tmp_path: Path) -> dict[str, str]:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_UI_ENABLED": "false",
-        "PWD": str(REPO),
-    }
-    prefect = str(Path(sys.executable).with_name("prefect"))
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    "prefect server did not start:\n"
-                    + (tmp_path / "server.log").read_text()[-3000:]
-                )
-            time.sleep(0.5)
+def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
+    with running_prefect_server(tmp_path) as env:
         yield env
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-        log.close()
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,15 +19,18 @@ from juryflow.cli import app
 from juryflow.storage.connection import close_lakes
 from juryflow.storage.store import Store
 from tests.pg_server import PgServer, pg_server
+from tests.prefect_server import shared_prefect_api
 
-__all__ = ["pg_server"]  # the fixture, imported so that pytest finds it here
+# the fixtures, imported so that pytest finds them here
+__all__ = ["pg_server", "shared_prefect_api"]
+pytestmark = pytest.mark.usefixtures("shared_prefect_api")
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
 def child_env(data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = dict(os.environ)  # PREFECT_API_URL: the module's one server
     env["JURYFLOW_DATA_PATH"] = str(data)
     env["JURYFLOW_JOURNAL_DIR"] = str(data.parent / "journals")
     return env

@@ -22,9 +22,12 @@ from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_ser
 from juryflow.storage.connection import StoreError, close_lakes
 from juryflow.storage.store import Store
 from tests.pg_server import PgServer, pg_server
+from tests.prefect_server import shared_prefect_api
 from tests.test_faults import synthetic_dataset
 
-__all__ = ["pg_server"]  # the fixture, imported so that pytest finds it here
+# the fixtures, imported so that pytest finds them here
+__all__ = ["pg_server", "shared_prefect_api"]
+pytestmark = pytest.mark.usefixtures("shared_prefect_api")
 
 REPO = Path(__file__).resolve().parents[1]
 _databases = iter(range(10_000))
@@ -51,7 +54,7 @@ def lake(pg_server: PgServer, tmp_path: Path) -> Iterator[str]:
 
 
 def lake_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = dict(os.environ)  # PREFECT_API_URL: the module's one server
     env["JURYFLOW_DATA_PATH"] = str(tmp_path / "lake-data")
     env["JURYFLOW_JOURNAL_DIR"] = str(tmp_path / "journals")
     env["JURYFLOW_TEST_KEY"] = "sk-test-lake"
