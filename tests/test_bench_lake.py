@@ -1,6 +1,7 @@
 """bench/bench_lake.py works: at a tiny size it writes the same chunks into a DuckDB file and a
-lake, times `juryflow disagreements` on both, and runs one process against 4 shards, with
-the PostgreSQL it starts itself (tests/pg_server.py)."""
+lake and times `juryflow disagreements` on both, with the PostgreSQL it starts itself
+(tests/pg_server.py). Its third part (one process against N shards) runs the commands
+tests/test_lake_runs.py covers; it is not repeated here, to keep CI within its time."""
 
 from __future__ import annotations
 
@@ -48,16 +49,3 @@ def test_bench_lake_writes_and_disagreements_at_a_tiny_size() -> None:
     compact = line(out, "disagreements lake after compact") if "compact: " in out else ""
     assert compact or "lake after compact: skipped" in out, out
     assert "3. " not in out
-
-
-@pytest.mark.slow
-def test_bench_lake_shards_at_a_tiny_size() -> None:
-    out = bench(
-        "--parts", "shards", "--shard-items", "40", "--shards", "2", "--latency-ms", "0",
-        "--concurrency", "4",
-    )  # fmt: skip
-    assert re.search(r"^one process: [\d.]+ s", out, re.M), out
-    assert re.search(r"^2 shards \+ finish: [\d.]+ s", out, re.M), out
-    assert "speed-up of 2 shards" in out
-    assert "of both runs: identical (40 vs 40 items)" in out
-    assert "sharded run status: completed" in out
