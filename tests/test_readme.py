@@ -143,7 +143,7 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     ),
     "chromium --headless --no-sandbox --disable-gpu --screenshot=report.png "
     "--window-size=1280,2000 file://$PWD/report.html": ("tests/test_report.py", "--screenshot"),
-    "prefect server start": ("tests/test_deploy.py", '"server", "start"'),
+    "prefect server start": ("tests/prefect_server.py", '"server", "start"'),
     "prefect server start --background": (
         "tests/test_startup.py",
         '"server", "start", "--background"',
