@@ -183,7 +183,7 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         '"run", "data.jsonl", "--panel", "panel_llm.yaml"',
     ),
     "prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api": (
-        "tests/test_deploy.py",
+        "tests/prefect_server.py",
         "PREFECT_API_URL",
     ),
     "prefect work-pool create juryflow-process --type process": (
