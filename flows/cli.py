@@ -211,7 +211,7 @@ def run(
             if shard is not None and run_id is not None:
                 from juryflow.run_setup import preflight_shard
 
-                preflight_shard(
+                warnings += preflight_shard(
                     db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
                     chunk_size=chunk_size, quorum=quorum, mapping=mapping,
                     use_cache=not no_cache, max_chars=max_chars, calibration=calibration,

@@ -47,7 +47,7 @@ from juryflow.storage.datasets import (
     select_items,
 )
 from juryflow.storage.journal import Journal, journal_path
-from juryflow.storage.shards import finish_shard, release_shard
+from juryflow.storage.shards import ShardLost, finish_shard, release_shard
 from juryflow.tasks import JudgedChunk, close_judges, judge_chunk
 from juryflow.workers import WorkerPool, default_workers
 
@@ -281,10 +281,37 @@ class ChunkRunner:
     def _write_chunk(
         self, items: list[Item], judgments: list[Judgment], consensus: list[Consensus]
     ) -> None:
+        self.check_lease()
         self.plan.store.write_chunk(self.plan.run_id, items, judgments, consensus)
         # The write's Arrow tables and DuckDB's checkpoint are the run's largest short-lived
         # allocations; handing their pages back keeps the next chunk's peak where this one's was.
         release_free_heap()
+
+    def check_lease(self) -> None:
+        """Before a shard's write: its claim is still this process's (ShardLost if not)."""
+        if self.plan.lease is not None:
+            self.plan.lease.renew_if_due()
+
+    @property
+    def shard_lost(self) -> bool:
+        return self.plan.lease is not None and self.plan.lease.lost_to is not None
+
+    async def keep_lease(self) -> None:
+        """Renew a shard's claim while its chunks are judged, however long a chunk takes,
+        so that no other machine takes over a live shard. A lost shard is only recorded
+        here: the next write or chunk raises it."""
+        lease = self.plan.lease
+        if lease is None:
+            return
+        while not self.closed:
+            await asyncio.sleep(lease.seconds / 6)
+            async with self.write_lock:
+                if self.closed or not lease.due:
+                    continue
+                try:
+                    await asyncio.to_thread(lease.renew)
+                except ShardLost:
+                    return
 
     async def close(self, cancel: bool = True) -> None:
         """No chunk writes after this returns (a write in progress finishes first), and no
@@ -309,6 +336,7 @@ class ChunkRunner:
         completed = self.journal.replay(keep=lambda i, j: i in items and (i, j) not in stored)
         if completed:
             judged = {j.item_id for j in completed}
+            self.check_lease()
             self.plan.store.write_chunk(
                 self.plan.run_id, [i for i in items.values() if i.item_id in judged], completed, []
             )
@@ -352,12 +380,16 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
             slots.release()
 
     chunks = _chunks(rows, plan.chunk_size)
+    keeper = asyncio.create_task(runner.keep_lease())
     try:
         for index, batch in enumerate(chunks):
             items = [row for row in batch if isinstance(row, Item)]
             errors.extend(row for row in batch if isinstance(row, RowError))
             seen += len(items)
             await slots.acquire()
+            if runner.shard_lost:
+                slots.release()
+                runner.check_lease()  # raises: no chunk starts for a shard this run lost
             if _spent(runner.budget):
                 # No chunk starts once the money is spent: the rest is for --resume.
                 slots.release()
@@ -383,12 +415,16 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         raise
+    finally:
+        keeper.cancel()
+        await asyncio.gather(keeper, return_exceptions=True)
     if plan.rule.needs_fit:
         from juryflow.reaggregate import refit_run_consensus
 
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
     if plan.shard is None or plan.shard.index == 1:
         # every shard reads every row; the first one records the rows that were refused
+        await asyncio.to_thread(runner.check_lease)
         await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
     runner.journal.remove()
     return None
@@ -660,6 +696,10 @@ async def _judge_run(
             budget_stop = await watch.run(judge_dataset(runner, chunks_in_flight))
         except Exception as error:
             if watch.interruption is None:
+                if isinstance(error, ShardLost):
+                    # Expected on many machines, and said in one line by the command line;
+                    # Prefect's traceback of it would say nothing more.
+                    quiet_stopped_run()
                 await _mark_ended(plan, runner, patience, "failed", error)
                 raise
             # A stop was requested: what the work raised on its way out (a write that

@@ -17,11 +17,13 @@ from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from juryflow.storage.shards import (
     ShardError,
+    ShardLease,
     ShardSpec,
     check_claim,
     check_run_id,
     claim_shard,
     create_or_join,
+    lease_seconds,
     parse_shard,
 )
 from juryflow.storage.store import RunRecord, Store, new_run_id
@@ -69,6 +71,8 @@ class RunPlan:
     seed: int = 0
     shard: ShardSpec | None = None
     """Judge only this shard of the run's items (``--shard I/N``); None: all of them."""
+    lease: ShardLease | None = None
+    """This process's claim on ``shard``, which the run renews before its writes."""
 
     @property
     def journal_key(self) -> str:
@@ -455,23 +459,28 @@ def _new_run(
 
 def preflight_shard(
     db: str | None, shard: str, run_id: str, take_over: bool, **options: Any
-) -> None:
+) -> list[str]:
     """What joining a sharded run checks, before Prefect starts: the shard agrees with the
     run as its first shard stored it, and no live process holds it. ``options``: those of
-    :func:`plan_run` for a new run."""
+    :func:`plan_run` for a new run. Returns warnings to show (a lapsed claim taken over)."""
     spec = checked_shard(shard, run_id, None)
     assert spec is not None
+    try:
+        lease_seconds()  # a bad setting is told now, not by the flow
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
     store = Store(db)
     store.migrate()
     stored = store.get_run(run_id)
     if stored is None:
-        return  # this shard will create it
+        return []  # this shard will create it
     plan, record = _new_run(store, spec, run_id, flow_run_id=None, **options)
     _check_joinable(plan, stored, record, spec)
     try:
-        check_claim(store, run_id, spec, take_over=take_over)
+        taken_over = check_claim(store, run_id, spec, take_over=take_over)
     except ShardError as error:
         raise RunSetupError(str(error)) from None
+    return [taken_over] if taken_over else []
 
 
 def _check_joinable(plan: RunPlan, stored: RunRecord, record: RunRecord, spec: ShardSpec) -> None:
@@ -524,10 +533,10 @@ def _join_shard(plan: RunPlan, record: RunRecord, spec: ShardSpec, take_over: bo
             parameters = stored.parameters or {}
             # Chunks as the first shard cut them; the run's stored settings otherwise.
             plan = replace(plan, resumed=True, chunk_size=int(parameters.get("chunk_size") or 200))
-        claim_shard(store, run_id, spec, take_over=take_over)
+        lease = claim_shard(store, run_id, spec, take_over=take_over)
     except ShardError as error:
         raise RunSetupError(str(error)) from None
-    return plan
+    return replace(plan, lease=lease)
 
 
 def _shard_differences(stored: RunRecord, given: RunRecord) -> list[str]:

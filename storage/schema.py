@@ -317,6 +317,18 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        9,
+        """
+        -- A shard's owner renews its claim while it judges (storage/shards.py ShardLease);
+        -- a claim not renewed for JURYFLOW_SHARD_LEASE_SECONDS may be taken over from
+        -- another machine, where the owner's process cannot be checked.
+        ALTER TABLE run_shards ADD COLUMN renewed_at TIMESTAMPTZ;
+        """,
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (

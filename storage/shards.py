@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
@@ -25,10 +27,36 @@ from juryflow.storage.store import RunRecord, Store
 # A run id travels in shell commands and Prefect parameters: keep it to a safe alphabet.
 _RUN_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 MAX_SHARDS = 10_000
+LEASE_ENV = "JURYFLOW_SHARD_LEASE_SECONDS"
+# Long enough that a renewal every third of it survives a slow store and clocks a few
+# seconds apart; short enough that a shard whose machine died is judged again the same hour.
+DEFAULT_LEASE_SECONDS = 600.0
 
 
 class ShardError(ValueError):
     """A shard cannot be judged as asked; the message names the fix."""
+
+
+class ShardLost(StoreError):
+    """This process's claim on its shard lapsed and another process took the shard over:
+    it must write nothing more (the new owner judges what is not stored)."""
+
+
+def lease_seconds() -> float:
+    """How long a shard's claim lasts without renewal (``JURYFLOW_SHARD_LEASE_SECONDS``)."""
+    raw = os.environ.get(LEASE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise ShardError(
+            f"{LEASE_ENV}={raw!r}: give the seconds a shard's claim lasts without renewal "
+            f"(at least 1; default {DEFAULT_LEASE_SECONDS:g})"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +137,12 @@ class ShardRow:
     owner: str
     claimed_at: datetime | None
     finished_at: datetime | None
+    renewed_at: datetime | None = None
+
+    def lapsed(self, lease: float, now: datetime) -> bool:
+        """Has the owner gone ``lease`` seconds without renewing its claim (by our clock)?"""
+        last = self.renewed_at or self.claimed_at
+        return last is None or now - last > timedelta(seconds=lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +177,7 @@ class ShardedRunStatus:
 
 
 _SHARDS = (
-    "SELECT shard, n_shards, owner, claimed_at, finished_at FROM run_shards "
+    "SELECT shard, n_shards, owner, claimed_at, finished_at, renewed_at FROM run_shards "
     "WHERE run_id = ? ORDER BY shard"
 )
 
@@ -176,18 +210,24 @@ def create_or_join(store: Store, run: RunRecord, spec: ShardSpec) -> RunRecord |
     return store.transact(body, f"create run {run.run_id}")
 
 
-def claim_shard(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False) -> None:
+def claim_shard(
+    store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False
+) -> ShardLease:
     """Make this process the owner of shard ``spec`` of ``run_id`` (a finished shard too:
-    judged again, it finds everything stored). Raises ShardError when another live
-    process owns it (``take_over`` claims it anyway) or the run has another shard count.
+    judged again, it finds everything stored) and return its lease, which the caller
+    renews while it judges. Raises ShardError when another live process owns it
+    (``take_over`` claims it anyway) or the run has another shard count.
     """
     me = owner_id()
+    lease = lease_seconds()
 
     def body(con: duckdb.DuckDBPyConnection) -> None:
-        _check_claimable(_shard_rows(con, run_id), run_id, spec, me, take_over)
+        _check_claimable(_shard_rows(con, run_id), run_id, spec, me, take_over, lease)
+        now = datetime.now(UTC)
         con.execute(
-            "UPDATE run_shards SET owner = ?, claimed_at = ? WHERE run_id = ? AND shard = ?",
-            [me, datetime.now(UTC), run_id, spec.index],
+            "UPDATE run_shards SET owner = ?, claimed_at = ?, renewed_at = ? "
+            "WHERE run_id = ? AND shard = ?",
+            [me, now, now, run_id, spec.index],
         )
         con.execute(
             "UPDATE runs SET status = 'running', finished_at = NULL, error = NULL "
@@ -195,19 +235,29 @@ def claim_shard(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool =
             [run_id],
         )
 
+    started = time.monotonic()
     store.transact(body, f"claim shard {spec} of run {run_id}")
+    return ShardLease(store, run_id, spec, me, lease, started)
 
 
-def check_claim(store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False) -> None:
-    """What :func:`claim_shard` would refuse, read only (the command line's preflight)."""
+def check_claim(
+    store: Store, run_id: str, spec: ShardSpec, *, take_over: bool = False
+) -> str | None:
+    """What :func:`claim_shard` would refuse, read only (the command line's preflight).
+    Returns a line to show when the shard will be taken over from a lapsed owner."""
     with store.read() as con:
         rows = _shard_rows(con, run_id)
-    _check_claimable(rows, run_id, spec, owner_id(), take_over)
+    return _check_claimable(rows, run_id, spec, owner_id(), take_over, lease_seconds())
 
 
 def _check_claimable(
-    shards: tuple[ShardRow, ...], run_id: str, spec: ShardSpec, me: str, take_over: bool
-) -> None:
+    shards: tuple[ShardRow, ...],
+    run_id: str,
+    spec: ShardSpec,
+    me: str,
+    take_over: bool,
+    lease: float,
+) -> str | None:
     rows = {row.shard: row for row in shards}
     if not rows:
         raise ShardError(
@@ -217,23 +267,35 @@ def _check_claimable(
     if row is None or row.n_shards != spec.count:
         count = next(iter(rows.values())).n_shards
         raise ShardError(f"run {run_id} was started with {count} shards; use --shard I/{count}")
-    if row.finished_at is not None:
-        return  # judged again, it finds everything stored
-    if row.owner and row.owner != me and not take_over and not _owner_gone(row.owner):
-        claimed = f"{row.claimed_at:%Y-%m-%d %H:%M:%S}" if row.claimed_at else "earlier"
-        raise ShardError(
-            f"shard {spec} of run {run_id} is being judged by {row.owner} (since {claimed}); "
-            "if that process is gone, run this again with --take-over"
+    if row.finished_at is not None or not row.owner or row.owner == me:
+        return None  # a finished shard, judged again, finds everything stored
+    if take_over or _owner_gone(row.owner):
+        return None
+    last = row.renewed_at or row.claimed_at
+    seen = f"{last.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if last else "never"
+    if row.lapsed(lease, datetime.now(UTC)):
+        return (
+            f"shard {spec} of run {run_id}: taken over from {row.owner}, which last renewed "
+            f"its claim at {seen} (over {lease:g} s ago, {LEASE_ENV})"
         )
+    raise ShardError(
+        f"shard {spec} of run {run_id} is being judged by {row.owner} (claim last renewed "
+        f"at {seen}); it may be taken over once that claim is {lease:g} s old ({LEASE_ENV}), "
+        "or now with --take-over if that process is gone"
+    )
 
 
 def release_shard(store: Store, run_id: str, spec: ShardSpec, status: str, error: str) -> None:
-    """A shard stopped before its end: anyone may resume it, and the run says why."""
+    """A shard stopped before its end: anyone may resume it, and the run says why. A
+    process that lost its shard to another leaves both alone: the run is the new owner's."""
+    me = owner_id()
 
     def body(con: duckdb.DuckDBPyConnection) -> None:
+        if _owner_of(con, run_id, spec) != me:
+            return
         con.execute(
             "UPDATE run_shards SET owner = '' WHERE run_id = ? AND shard = ? AND owner = ?",
-            [run_id, spec.index, owner_id()],
+            [run_id, spec.index, me],
         )
         con.execute(
             "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",
@@ -241,6 +303,71 @@ def release_shard(store: Store, run_id: str, spec: ShardSpec, status: str, error
         )
 
     store.transact(body, f"release shard {spec} of run {run_id}")
+
+
+def _owner_of(con: duckdb.DuckDBPyConnection, run_id: str, spec: ShardSpec) -> str:
+    row = con.execute(
+        "SELECT owner FROM run_shards WHERE run_id = ? AND shard = ?", [run_id, spec.index]
+    ).fetchone()
+    return str(row[0]) if row else ""
+
+
+class ShardLease:
+    """This process's claim on its shard, renewed while it judges.
+
+    Another machine cannot tell whether this process is alive, so it may take the shard
+    over once the claim has gone ``seconds`` without renewal. Before every write the owner
+    makes sure it renewed within a third of that (renewing if not): a renewal is an UPDATE
+    of the shard's row, which conflicts with a concurrent takeover, so it either keeps the
+    shard or learns it is lost, and then writes nothing more. A taker reads what is stored
+    only after its claim committed, so no (item, judge) is judged and stored by both.
+    """
+
+    def __init__(
+        self, store: Store, run_id: str, spec: ShardSpec, owner: str, seconds: float,
+        renewed: float,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.run_id = run_id
+        self.spec = spec
+        self.owner = owner
+        self.seconds = seconds
+        self._renewed = renewed  # time.monotonic() before the last renewal began
+        self.lost_to: str | None = None
+
+    @property
+    def due(self) -> bool:
+        return time.monotonic() - self._renewed >= self.seconds / 3
+
+    def renew_if_due(self) -> None:
+        """Before a write: raise ShardLost if the shard is lost, renew if a third is gone."""
+        if self.lost_to is not None:
+            raise self._lost()
+        if self.due:
+            self.renew()
+
+    def renew(self) -> None:
+        started = time.monotonic()
+
+        def body(con: duckdb.DuckDBPyConnection) -> str:
+            con.execute(
+                "UPDATE run_shards SET renewed_at = ? WHERE run_id = ? AND shard = ? AND owner = ?",
+                [datetime.now(UTC), self.run_id, self.spec.index, self.owner],
+            )
+            return _owner_of(con, self.run_id, self.spec)
+
+        owner = self.store.transact(body, f"renew shard {self.spec} of run {self.run_id}")
+        if owner != self.owner:
+            self.lost_to = owner or "nobody"
+            raise self._lost()
+        self._renewed = started
+
+    def _lost(self) -> ShardLost:
+        return ShardLost(
+            f"shard {self.spec} of run {self.run_id} was taken over by {self.lost_to} after "
+            f"this process's claim went {self.seconds:g} s without renewal ({LEASE_ENV}); "
+            "this process stopped and stored nothing more, the new owner judges the rest"
+        )
 
 
 def finish_shard(store: Store, run_id: str, spec: ShardSpec) -> bool:
@@ -331,7 +458,10 @@ def sharded_run_status(store: Store, run_id: str) -> ShardedRunStatus:
 
 
 __all__ = [
+    "LEASE_ENV",
     "ShardError",
+    "ShardLease",
+    "ShardLost",
     "ShardSpec",
     "ShardedRunStatus",
     "check_claim",
@@ -340,6 +470,7 @@ __all__ = [
     "create_or_join",
     "finish_shard",
     "finish_sharded_run",
+    "lease_seconds",
     "parse_shard",
     "release_shard",
     "shard_of",

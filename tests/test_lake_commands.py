@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -163,7 +164,32 @@ def test_shards_of_one_run_must_agree_and_finish_names_what_is_left(tmp_path: Pa
     assert "--limit differs" in refused(
         "run", "--db", db, "--shard", "2/2", "--run-id", "r", "--limit", "5"
     )
-    juryflow(env, "run", "--db", db, "--shard", "2/2", "--run-id", "r")
+    # Shard 2 claimed by a process on another machine, which cannot be checked: its claim
+    # holds while it is renewed, and lapses JURYFLOW_SHARD_LEASE_SECONDS after the last.
+    with duckdb.connect(db) as con:
+        con.execute(
+            "UPDATE run_shards SET owner = 'elsewhere:42', claimed_at = now() - INTERVAL 1 HOUR,"
+            " renewed_at = now() - INTERVAL 5 MINUTE WHERE shard = 2"
+        )
+    message = refused("run", "--db", db, "--shard", "2/2", "--run-id", "r")
+    assert "is being judged by elsewhere:42 (claim last renewed at" in message
+    assert "once that claim is 600 s old (JURYFLOW_SHARD_LEASE_SECONDS)" in message
+    assert "or now with --take-over" in message
+    bad = runner.invoke(
+        app,
+        ["run", "--db", db, "--shard", "2/2", "--run-id", "r"],
+        env={"JURYFLOW_SHARD_LEASE_SECONDS": "soon"},
+    )
+    assert bad.exit_code == 2 and "JURYFLOW_SHARD_LEASE_SECONDS='soon': give the seconds" in (
+        " ".join(bad.output.split())
+    )
+    taken = juryflow(
+        {**env, "JURYFLOW_SHARD_LEASE_SECONDS": "120"},
+        "run", "--db", db, "--shard", "2/2", "--run-id", "r",
+    )  # fmt: skip
+    assert "shard 2/2 of run r: taken over from elsewhere:42, which last renewed its claim" in (
+        " ".join(taken.stderr.split())
+    )
     assert Store(db).query("SELECT status, count(*) FROM runs GROUP BY ALL")[1] == [
         ("completed", 1)
     ]

@@ -232,3 +232,56 @@ def test_a_shard_killed_with_sigkill_is_resumed_by_running_it_again(
     assert rows(lake, TWICE, "r") == [(0,)]
     assert rows(lake, "SELECT status FROM runs WHERE run_id = 'r'") == [("completed",)]
     assert rows(lake, CONSENSUS, "r") == reference
+
+
+def test_a_shard_whose_lapsed_claim_was_taken_over_stops_and_stores_nothing_more(
+    lake: str, tmp_path: Path
+) -> None:
+    """A process on another machine took the shard over (as it may once the claim lapsed):
+    the running owner learns it at its next renewal, stops, and stores nothing more."""
+    env = {**lake_env(tmp_path), "JURYFLOW_SHARD_LEASE_SECONDS": "3"}
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", 150)
+    with running_stub_server(StubConfig(latency_ms=200, seed=5)) as stub:
+        slow = write_panel(tmp_path / "slow.yaml", stub, concurrency=2)
+        common = [str(dataset), "--panel", str(slow), "--db", lake, "--chunk-size", "10"]
+        owner = juryflow(env, "run", *common, "--shard", "1/2", "--run-id", "r")
+        deadline = time.monotonic() + 120
+        stored: object = 0
+        while not (isinstance(stored, int) and stored >= 30) and time.monotonic() < deadline:
+            assert owner.poll() is None, owner.communicate()
+            time.sleep(0.2)
+            try:
+                stored = rows(lake, "SELECT count(*) FROM judgments WHERE run_id = 'r'")[0][0]
+            except (StoreError, duckdb.Error):  # the lake may not exist yet
+                stored = 0
+            finally:
+                close_lakes()
+
+        def take_over(con: duckdb.DuckDBPyConnection) -> None:
+            con.execute(
+                "UPDATE run_shards SET owner = 'elsewhere:7', claimed_at = now(), "
+                "renewed_at = now() WHERE run_id = 'r' AND shard = 1"
+            )
+
+        Store(lake).transact(take_over, "take shard 1 over")
+        close_lakes()
+        out, err = owner.communicate(timeout=60)
+        assert owner.returncode == 2, out + err
+        said = " ".join(err.split())
+        assert "shard 1/2 of run r was taken over by elsewhere:7" in said, said
+        assert "Traceback" not in err
+        left = rows(lake, "SELECT count(*) FROM judgments WHERE run_id = 'r'")[0][0]
+        assert isinstance(left, int) and left < 225
+        # the run and the shard are the new owner's: the stopped process changed neither
+        assert rows(lake, "SELECT status FROM runs WHERE run_id = 'r'") == [("running",)]
+        assert rows(lake, "SELECT owner FROM run_shards WHERE shard = 1") == [("elsewhere:7",)]
+        close_lakes()
+        # the new owner (here: this machine again, with --take-over) and shard 2 finish it
+        for child in [
+            juryflow(env, "run", *common, "--shard", "1/2", "--run-id", "r", "--take-over"),
+            juryflow(env, "run", *common, "--shard", "2/2", "--run-id", "r"),
+        ]:
+            finished(child)
+    assert rows(lake, "SELECT count(*) FROM judgments WHERE run_id = 'r'") == [(450,)]
+    assert rows(lake, TWICE, "r") == [(0,)]
+    assert rows(lake, "SELECT status FROM runs WHERE run_id = 'r'") == [("completed",)]
