@@ -3,16 +3,21 @@
 Everything is real: a local Prefect server (tests/test_deploy.py's fixture), a process
 work pool, two `prefect worker start` processes, `prefect deploy --all` from the checkout
 and `prefect deployment run ... --watch`, as the README's "Many machines" section shows
-them; the lake's catalog is a real PostgreSQL (tests/pg_server.py).
+them; the lake's catalog is a real PostgreSQL (tests/pg_server.py); the judges of the
+cancelled run are the stand-in HTTP server (juryflow.judges.stub_server), slowed down.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -20,10 +25,12 @@ from typing import Any, cast
 import httpx
 import pytest
 
+from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import close_lakes
 from tests.pg_server import PgServer, pg_server
 from tests.test_deploy import _run, prefect_server
-from tests.test_lake_runs import CONSENSUS, TWICE, rows
+from tests.test_faults import synthetic_dataset
+from tests.test_lake_runs import CONSENSUS, TWICE, rows, write_panel
 
 __all__ = ["pg_server", "prefect_server"]  # the fixtures, imported so that pytest finds them
 
@@ -50,6 +57,7 @@ def workers(prefect_server: dict[str, str], lake: str, tmp_path: Path) -> Iterat
         "JURYFLOW_DB": lake,
         "JURYFLOW_DATA_PATH": str(tmp_path / "lake-data"),
         "JURYFLOW_JOURNAL_DIR": str(tmp_path / "journals"),
+        "JURYFLOW_TEST_KEY": "sk-test-sharded",  # the stand-in judges' key
         # poll every second instead of every 10 s: the test waits less, nothing else changes
         "PREFECT_WORKER_QUERY_SECONDS": "1",
         # the workers' "submitting flow run" lines are read below; a test that imported
@@ -94,6 +102,18 @@ def _flow_runs(api: str) -> list[dict[str, Any]]:
     runs = response.json()
     assert isinstance(runs, list)
     return runs
+
+
+def _wait_for_state(api: str, name: str, states: set[str], seconds: float) -> dict[str, Any]:
+    """The flow run called ``name`` once its state type is one of ``states``."""
+    deadline = time.monotonic() + seconds
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        seen = next((run for run in _flow_runs(api) if run["name"] == name), {})
+        if seen.get("state_type") in states:
+            return seen
+        time.sleep(0.5)
+    pytest.fail(f"flow run {name} not {states} within {seconds:g} s: {seen.get('state_type')}")
 
 
 @pytest.mark.slow
@@ -152,26 +172,6 @@ def test_two_workers_split_one_run_through_the_evaluate_sharded_deployment(
         for run in (coordinator, shard_two)
     )
 
-    # the consensus of the same dataset and panel judged unsharded into a DuckDB file
-    reference_db = tmp_path / "reference.duckdb"
-    reference = subprocess.run(
-        [JURYFLOW, "run", DATASET, "--panel", PANEL, "--db", str(reference_db)],
-        env={k: v for k, v in env.items() if k != "PREFECT_API_URL"},
-        cwd=REPO, capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
-    assert reference.returncode == 0, reference.stderr[-3000:]
-    expected = rows(reference_db, "SELECT run_id FROM runs")
-    assert sharded == rows(reference_db, CONSENSUS, expected[0][0])
-
-    # `juryflow finish` on the finished run: says so, changes nothing
-    finish = subprocess.run(
-        [JURYFLOW, "finish", "sample-sharded", "--db", lake],
-        env={**env, "JURYFLOW_DATA_PATH": data_path}, cwd=REPO,
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert finish.returncode == 0, finish.stderr
-    assert "completed; 2 shards finished, 60 items, 180 judgments" in finish.stdout
-
     # shards that fail: the coordinator fails too, naming each shard and its flow run
     failing = subprocess.run(
         [PREFECT, "deployment", "run", "evaluate-sharded/evaluate-sharded",
@@ -188,6 +188,110 @@ def test_two_workers_split_one_run_through_the_evaluate_sharded_deployment(
     assert f"shard 1/2: flow run {shard_ids[0]} Failed" in message
     assert f"shard 2/2: flow run {shard_ids[1]} Failed" in message
     assert "with run_id='broken'" in message
+
+    # A coordinator cancelled mid-run cancels its shard on the pool; started again with the
+    # same run_id, it resumes the run (on the pool, while this process judges the
+    # reference below: CI time).
+    config = StubConfig(latency_ms=500, seed=5)
+    with contextlib.ExitStack() as cleanup:
+        stub = cleanup.enter_context(running_stub_server(config))
+        again = _cancel_mid_run(workers, prefect_server, lake, stub, tmp_path)
+        config.latency_ms = 0  # the judges answer at once from now on
+        resumed = subprocess.Popen(
+            again, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        cleanup.callback(_ended, resumed)
+
+        # the consensus of the same dataset and panel judged unsharded into a DuckDB file
+        reference_db = tmp_path / "reference.duckdb"
+        reference = subprocess.run(
+            [JURYFLOW, "run", DATASET, "--panel", PANEL, "--db", str(reference_db)],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+        assert reference.returncode == 0, reference.stderr[-3000:]
+        expected = rows(reference_db, "SELECT run_id FROM runs")
+        assert sharded == rows(reference_db, CONSENSUS, expected[0][0])
+
+        # `juryflow finish` on the finished run: says so, changes nothing
+        finish = subprocess.run(
+            [JURYFLOW, "finish", "sample-sharded", "--db", lake],
+            env={**env, "JURYFLOW_DATA_PATH": data_path}, cwd=REPO,
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert finish.returncode == 0, finish.stderr
+        assert "completed; 2 shards finished, 60 items, 180 judgments" in finish.stdout
+
+        out = resumed.communicate(timeout=300)[0]
+        logs = "".join(log.read_text(errors="replace") for log in workers)
+        assert resumed.returncode == 0, out[-3000:] + logs[-4000:]
+    try:
+        assert rows(lake, "SELECT status FROM runs WHERE run_id = 'cancelled'") == [("completed",)]
+        assert rows(lake, "SELECT count(*) FROM judgments WHERE run_id = 'cancelled'") == [(360,)]
+        assert rows(lake, TWICE, "cancelled") == [(0,)]
+    finally:
+        close_lakes()
+
+
+def _ended(child: subprocess.Popen[str]) -> None:
+    if child.poll() is None:
+        child.kill()
+        child.wait(timeout=30)
+
+
+def _cancel_mid_run(
+    workers: list[Path],
+    prefect_server: dict[str, str],
+    lake: str,
+    stub: StubHandle,
+    tmp_path: Path,
+) -> list[str]:
+    """Start evaluate-sharded on slow judges, `prefect flow-run cancel` it once its shard 2
+    runs on the pool, check that this shard's flow run and the coordinator's end
+    Cancelled, and return the command that starts the run again (and waits for it)."""
+    env = {**prefect_server, "JURYFLOW_JOURNAL_DIR": str(tmp_path / "journals")}
+    api = prefect_server["PREFECT_API_URL"]
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", 120)
+    # one call at a time per judge, 500 ms each: a shard's 180 calls would take 30 s
+    panel = write_panel(tmp_path / "stub.yaml", stub, concurrency=1)
+    params = json.dumps(
+        {"dataset": str(dataset), "panel": str(panel), "shards": 2,
+         "run_id": "cancelled", "options": {"chunk_size": 10}}
+    )  # fmt: skip
+    start = [PREFECT, "deployment", "run", "evaluate-sharded/evaluate-sharded", "--params", params]
+    started = _run(env, *start)
+    assert started.returncode == 0, started.stdout + started.stderr
+    found = re.search(r"UUID: ([0-9a-f-]{36})", started.stdout)
+    assert found, started.stdout
+    coordinator = found.group(1)
+    shard_two = _wait_for_state(api, "cancelled-shard-2-of-2", {"RUNNING"}, 90)
+    cancel = _run(env, PREFECT, "flow-run", "cancel", coordinator)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    final = {"CANCELLED", "COMPLETED", "FAILED", "CRASHED"}
+    stopped = _wait_for_state(api, "cancelled-shard-2-of-2", final, 60)
+    logs = "".join(log.read_text(errors="replace") for log in workers)
+    assert stopped["state_type"] == "CANCELLED", logs[-4000:]
+    assert f"juryflow-coordinator:{coordinator}" in stopped["tags"]
+    assert f"cancelling shard 2/2: flow run {shard_two['id']}" in logs
+    ended = _wait_for_state(api, str(_flow_run(api, coordinator)["name"]), final, 60)
+    assert ended["state_type"] == "CANCELLED", logs[-4000:]
+    # each shard stored what it judged and released its claim: anyone may resume it
+    released = (
+        "SELECT status, (SELECT count(*) FROM run_shards s WHERE s.run_id = r.run_id "
+        "AND s.owner <> '') FROM runs r WHERE run_id = 'cancelled'"
+    )
+    try:
+        assert rows(lake, released) == [("interrupted", 0)], logs[-4000:]
+    finally:
+        close_lakes()
+    return [*start, "--watch"]
+
+
+def _flow_run(api: str, flow_run_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{api}/flow_runs/{flow_run_id}", timeout=30)
+    response.raise_for_status()
+    run = response.json()
+    assert isinstance(run, dict)
+    return run
 
 
 async def test_evaluate_sharded_refuses_a_duckdb_file_and_bad_shard_counts(
