@@ -274,7 +274,7 @@ def assert_same_report(store: Store, run_id: str) -> None:
 
 @given(rows=run_rows())
 @settings(
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

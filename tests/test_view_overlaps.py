@@ -225,7 +225,8 @@ def _write_piecewise(store: Store, run: dict[str, Any], check: bool) -> None:
             assert_views_match_baseline(store)
 
 
-@settings(max_examples=30, deadline=None)
+# ~1 s an example (a store per example, a view check per write): CI's time is bounded
+@settings(max_examples=12, deadline=None)
 @given(run=runs())
 def test_views_equal_the_query_time_definitions_at_every_write(
     tmp_path_factory: pytest.TempPathFactory, run: dict[str, Any]
