@@ -175,14 +175,19 @@ def load_lake_extensions(con: duckdb.DuckDBPyConnection, *, postgres: bool = Tru
     if postgres:
         files.append(_postgres_scanner_file(_package_file("duckdb_extension_postgres", "postgres")))
     for path in files:
-        try:
-            con.execute(f"LOAD {_literal(str(path))}")
-        except duckdb.Error as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            raise StoreError(
-                f"cannot load the DuckDB extension {path.name} (DuckDB {duckdb.__version__}): "
-                f"{first}; reinstall with {INSTALL_HINT}"
-            ) from None
+        load_extension(con, path, path.name)
+
+
+def load_extension(con: duckdb.DuckDBPyConnection, path: Path, shown: str) -> None:
+    """LOAD one extension file of an installed wheel; a failure is one StoreError line."""
+    try:
+        con.execute(f"LOAD {_literal(str(path))}")
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise StoreError(
+            f"cannot load the DuckDB extension {shown} (DuckDB {duckdb.__version__}): "
+            f"{first}; reinstall with {INSTALL_HINT}"
+        ) from None
 
 
 def _literal(value: str) -> str:

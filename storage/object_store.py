@@ -29,16 +29,9 @@ def is_remote(path: str | None) -> bool:
 
 def enable_object_store(con: duckdb.DuckDBPyConnection) -> None:
     """LOAD httpfs from its wheel and give the connection the environment's credentials."""
-    from juryflow.storage.lake import INSTALL_HINT, _literal, _package_file
+    from juryflow.storage.lake import _package_file, load_extension
 
-    path = _package_file("duckdb_extension_httpfs", "httpfs")
-    try:
-        con.execute(f"LOAD {_literal(str(path))}")
-    except duckdb.Error as error:
-        raise StoreError(
-            f"cannot load the DuckDB extension httpfs (DuckDB {duckdb.__version__}): "
-            f"{str(error).strip().splitlines()[0]}; reinstall with {INSTALL_HINT}"
-        ) from None
+    load_extension(con, _package_file("duckdb_extension_httpfs", "httpfs"), "httpfs")
     options = _secret_options(os.environ)
     if not options:
         return  # a public bucket, or credentials DuckDB finds itself
