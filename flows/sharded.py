@@ -206,7 +206,7 @@ async def _on_pool(
         )
     except httpx.HTTPError as error:
         # The other shards go on; this one is reported with the rest once they end.
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = _first_line(error)
         return ShardOutcome(shard, "(none)", f"not started or lost by the API: {reason}", False)
     state = run.state
     return ShardOutcome(
