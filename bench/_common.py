@@ -45,7 +45,7 @@ def prefect_env(tmp: Path) -> None:
 
 
 def quiet() -> None:
-    from juryflow.prefect_env import quiet_prefect_logging
+    from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
 
     quiet_prefect_logging(verbose=False)
 
@@ -88,7 +88,7 @@ def write_stub_panel(
 
 
 def start_stub_process(latency_ms: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m juryflow.judges.stub_server`` in its own process; returns it and its base URL."""
+    """``python -m juryflow.standin.server`` in its own process; returns it and its base URL."""
     import socket
 
     with socket.socket() as sock:
@@ -98,7 +98,7 @@ def start_stub_process(latency_ms: float = 0.0) -> tuple[subprocess.Popen[bytes]
         [
             sys.executable,
             "-m",
-            "juryflow.judges.stub_server",
+            "juryflow.standin.server",
             "--port",
             str(port),
             "--latency-ms",

@@ -57,9 +57,9 @@ def main() -> int:
         print(f"no dataset at {dataset}; pass a RAGTruth-style JSONL path", file=sys.stderr)
         return 2
 
-    from juryflow.calibrate import run_calibration
-    from juryflow.evaluate import evaluate
-    from juryflow.judges.stub_server import StubConfig, load_gold, running_stub_server
+    from juryflow.analysis.calibrate import run_calibration
+    from juryflow.flows.evaluate import evaluate
+    from juryflow.standin.server import StubConfig, load_gold, running_stub_server
     from juryflow.storage.store import Store
 
     print(f"dataset {dataset} · {args.folds}-fold cross-validation grouped by source")

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from juryflow.judges.consensus import character_votes, majority_runs, snap_to_words
 from juryflow.judges.detectors.registry import detector_names, get_detector
-from juryflow.judges.gold import PRF, response_prf, span_prf
+from juryflow.maths.consensus import character_votes, majority_runs, snap_to_words
+from juryflow.maths.gold import PRF, response_prf, span_prf
 
 REPO = Path(__file__).resolve().parents[1]
 DEV = REPO.parent / "shared" / "data" / "ragtruth" / "data2txt_dev.jsonl"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-from juryflow.judges.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
+from juryflow.maths.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
 from juryflow.storage.store import Store
 
 TARGET_S = 1.0

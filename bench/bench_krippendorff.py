@@ -1,4 +1,4 @@
-"""Time juryflow.judges.agreement.krippendorff_alpha against the krippendorff package.
+"""Time juryflow.maths.agreement.krippendorff_alpha against the krippendorff package.
 
 100,000 items x 5 judges, interval level, scores on a 0-1 scale in steps of 0.1 with ~10 %
 missing (seeded). The scale is discrete because the package builds an
@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from juryflow.judges.agreement import krippendorff_alpha
+from juryflow.maths.agreement import krippendorff_alpha
 
 N_ITEMS = 100_000
 N_JUDGES = 5

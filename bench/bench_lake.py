@@ -18,7 +18,7 @@ temporary directory, for its Parquet files). Three parts, each printed as it end
    into ``ducklake:postgres:...``; judgments/s of each (the whole chunk
    transaction: items, judgments, spans, consensus, span sets) and lake / file.
 2. **`juryflow disagreements`**: what the command does after parsing its options
-   (``juryflow.analysis.disagreements(Store(db), run, 10)``: resolve the run, the
+   (``juryflow.analysis.agreement_report.disagreements(Store(db), run, 10)``: resolve the run, the
    ``item_disagreement`` view's top 10, their judgments and spans), ``--repeats`` times on
    each store; the first call after the lake is detached (attach included) is shown apart,
    the median of all is the figure. Then again on the lake after
@@ -26,7 +26,7 @@ temporary directory, for its Parquet files). Three parts, each printed as it end
    small files merged; no snapshot is old enough to expire) when that exists (else, or when
    it fails, the row says so).
 3. **Shards**: ``--shard-items`` items (the bundled sample cycled) x 3 LLM judges on the
-   stand-in (``juryflow.judges.stub_server`` in its own process, ``--latency-ms`` per
+   stand-in (``juryflow.standin.server`` in its own process, ``--latency-ms`` per
    answer, ``--concurrency`` calls per judge and process), ``--no-cache``, against one
    running Prefect server: (a) one ``juryflow run DATASET --db LAKE`` process, then (b)
    ``--shards`` concurrent ``juryflow run DATASET --shard i/N --run-id R --db LAKE``
@@ -57,7 +57,7 @@ import _common
 from bench_memory import prefect_env
 from bench_viewer import _responses, make_batch
 
-from juryflow.analysis import disagreements
+from juryflow.analysis.agreement_report import disagreements
 from juryflow.storage.connection import StoreError, close_lakes
 from juryflow.storage.store import RunRecord, Store
 from tests.pg_server import PostgresUnavailable, running_postgres
@@ -184,7 +184,7 @@ def time_disagreements(store: Store, run_id: str, repeats: int) -> tuple[float, 
 
 def compact_function() -> Callable[[Store], object] | None:
     """``storage.lake_maintenance.compact`` if that module has it yet."""
-    module = importlib.import_module("juryflow.storage.lake_maintenance")
+    module = importlib.import_module("juryflow.storage.lake.maintenance")
     found = getattr(module, "compact", None)
     return found if callable(found) else None
 

@@ -4,7 +4,7 @@ Usage: python bench/bench_orchestration_cpu.py [--items 2000] [--concurrency 64]
            [--chunk-size 200] [--panels llm,offline,null]
 
 The real ``evaluate`` flow judges N items x 3 judges (``use_cache=False``) in this process;
-the stand-in API (``python -m juryflow.judges.stub_server``, 0 ms latency) runs in a
+the stand-in API (``python -m juryflow.standin.server``, 0 ms latency) runs in a
 SEPARATE process
 so that none of its CPU is counted. Figures are this process's CPU (``time.process_time``:
 user + system, every thread, DuckDB's included) per judge call, for three panels:
@@ -145,7 +145,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         _common.prefect_env(tmp)
         _common.quiet()
-        from juryflow.evaluate import evaluate
+        from juryflow.flows.evaluate import evaluate
 
         register_null_detector()
         small_n = max(args.items // 4, 1)

@@ -229,7 +229,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="juryflow-soak-"))
     prefect_env(tmp)
-    from juryflow.judges.stub_server import StubConfig, running_stub_server
+    from juryflow.standin.server import StubConfig, running_stub_server
     from juryflow.storage.journal import journal_path
     from juryflow.storage.store import Store
 

@@ -6,7 +6,7 @@
    server, as a bare ``juryflow run`` does.
 
 Each run is the real command in a subprocess: a one-item dataset, one LLM judge on the
-in-process stand-in (``juryflow.judges.stub_server`` on a thread here, 0 ms latency), a
+in-process stand-in (``juryflow.standin.server`` on a thread here, 0 ms latency), a
 fresh store, ``--no-cache``. "first call" is the time from ``Popen`` to the stand-in
 receiving the first model request; "exit" is the time to the process ending.
 
@@ -40,7 +40,7 @@ from _common import (
     wait_healthy,
 )
 
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 MODES: tuple[tuple[str, dict[str, str]], ...] = (

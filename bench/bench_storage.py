@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from juryflow.judges.records import Judgment, Span
+from juryflow.maths.records import Judgment, Span
 from juryflow.storage.store import Store
 
 

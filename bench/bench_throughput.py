@@ -6,7 +6,7 @@ Usage: python bench/bench_throughput.py [--items 2000] [--concurrency 64] [--chu
 2,000 items (the bundled sample cycled, unique ids) x 3 LLM judges (one Anthropic-format and
 two OpenAI-format stub models, prompt data2txt_spans, each ``max_concurrency: C``), through
 the real ``evaluate`` flow with ``use_cache=False``, real SDKs over real HTTP to
-``juryflow.judges.stub_server`` answering after ``--latency-ms``.
+``juryflow.standin.server`` answering after ``--latency-ms``.
 
 What is measured: the *judging phase*, from the first model request leaving the client to
 the last response coming back (client-side timestamps around every provider ``complete``
@@ -138,8 +138,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         _common.prefect_env(tmp)
         _common.quiet()
-        from juryflow.evaluate import evaluate
-        from juryflow.judges.stub_server import StubConfig, running_stub_server
+        from juryflow.flows.evaluate import evaluate
+        from juryflow.standin.server import StubConfig, running_stub_server
 
         dataset = _common.synth_dataset(tmp / "items.jsonl", args.items)
         client_timeline = Timeline()

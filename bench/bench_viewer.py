@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-from juryflow.judges.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
+from juryflow.maths.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
 from juryflow.storage.store import RunRecord, Store
 
 TARGET_MS = 300.0

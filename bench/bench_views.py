@@ -12,7 +12,7 @@ overlapping each other); ~3 % of judgments are unscored; every item has a consen
 (with 1-2 disjoint consensus spans where it is flagged) and gold labels (half hallucinated,
 1-3 spans). Then times on one read-only connection, ``--repeats`` times each (cold, best,
 worst): each view read whole for the run, and with ``--report`` the ``juryflow agreement``
-path, :func:`juryflow.analysis.agreement_report`, split into loading and maths.
+path, :func:`juryflow.analysis.agreement_report.agreement_report`, split into loading and maths.
 
 ``--baseline`` also installs the span views as they were before issue 12 (spans merged into
 intervals at query time, kept below as SQL text, views named ``baseline_*``), times them
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-from juryflow.judges.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
+from juryflow.maths.records import Consensus, ConsensusSpan, GoldLabels, Item, Judgment, Span
 from juryflow.storage.store import RunRecord, Store
 
 VIEW_TARGET_S = 1.0
@@ -515,8 +515,8 @@ def main() -> None:
                         continue
                     print(f"  same rows as the baseline: {same_rows(old, rows)}")
         if args.report:
-            from juryflow.analysis import agreement_report
-            from juryflow.storage.analysis import load_run_data
+            from juryflow.analysis.agreement_report import agreement_report
+            from juryflow.storage.reads.analysis import load_run_data
 
             timed("load_run_data", lambda: load_run_data(store, RUN_ID), 1, REPORT_TARGET_S)
             timed(

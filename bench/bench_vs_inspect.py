@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/bench_vs_inspect.py [--items 2000] [--concurrency 
            [--latency-ms 200] [--prefect both|server|ephemeral] [--inspect-venv .venv-inspect]
 
 The job: ``--items`` rows (the bundled sample cycled, unique ids) x 3 judges, one model call
-each, over real HTTP to ONE ``juryflow.judges.stub_server`` process answering after
+each, over real HTTP to ONE ``juryflow.standin.server`` process answering after
 ``--latency-ms`` (its own process, so neither tool's CPU counts it), ``--concurrency`` calls
 in flight per judge (ideal judging phase = calls x latency / (3 x concurrency)).
 
@@ -272,7 +272,7 @@ def machine_busy() -> float:
 
 def inspect_prompts(dataset: Path, out: Path) -> Path:
     """The prompts juryflow sends for ``data2txt_spans``, one Inspect sample per item."""
-    from juryflow.judges.records import Item
+    from juryflow.maths.records import Item
     from juryflow.prompts.loader import load_template
     from juryflow.storage.datasets import read_items
 

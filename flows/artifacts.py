@@ -15,11 +15,11 @@ import duckdb
 
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.connection import StoreError
-from juryflow.storage.report_queries import judge_stats
-from juryflow.storage.run_queries import cost_split
+from juryflow.storage.reads.report_queries import judge_stats
+from juryflow.storage.reads.run_queries import cost_split
 from juryflow.storage.store import Store
 
-_log = logging.getLogger("juryflow.artifacts")
+_log = logging.getLogger("juryflow.flows.artifacts")
 
 
 def _logger() -> Any:
@@ -194,7 +194,7 @@ async def publish_report_link(store: Store, run_id: str, path: str) -> bool:
 
     The link is a ``file://`` URL: the report is a file next to the store, readable by
     whoever opens the UI on that machine (the report itself is 0600)."""
-    from juryflow.report import ReportWriteError, write_report
+    from juryflow.report.html import ReportWriteError, write_report
 
     try:
         written = write_report(store, run_id, path)

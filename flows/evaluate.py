@@ -18,9 +18,11 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from prefect.utilities.annotations import quote
 
-from juryflow import progress
-from juryflow.allocator import release_free_heap
-from juryflow.interrupts import (
+from juryflow.analysis.run_figures import run_figures
+from juryflow.analysis.run_health import health
+from juryflow.flows.runtime import progress
+from juryflow.flows.runtime.allocator import release_free_heap
+from juryflow.flows.runtime.interrupts import (
     EXIT_CODES,
     InterruptedRun,
     Interruption,
@@ -28,16 +30,16 @@ from juryflow.interrupts import (
     record,
     resume_hint,
 )
+from juryflow.flows.runtime.prefect_env import quiet_stopped_run
+from juryflow.flows.tasks import JudgedChunk, close_judges, judge_chunk
+from juryflow.flows.workers import WorkerPool, default_workers
 from juryflow.judges.breaker import StoppedJudge, forget_run
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
-from juryflow.judges.consensus import item_consensus
 from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
-from juryflow.judges.records import Consensus, Item, Judgment
-from juryflow.prefect_env import quiet_stopped_run
-from juryflow.run_figures import run_figures
-from juryflow.run_health import health
-from juryflow.run_setup import RunPlan, plan_run
+from juryflow.maths.consensus import item_consensus
+from juryflow.maths.records import Consensus, Item, Judgment
+from juryflow.planning.run_setup import RunPlan, plan_run
 from juryflow.storage.connection import Patience, StoreError, patient_waits
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
@@ -48,8 +50,6 @@ from juryflow.storage.datasets import (
 )
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.shards import ShardLost, finish_shard, release_shard
-from juryflow.tasks import JudgedChunk, close_judges, judge_chunk
-from juryflow.workers import WorkerPool, default_workers
 
 T = TypeVar("T")
 
@@ -419,7 +419,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
         keeper.cancel()
         await asyncio.gather(keeper, return_exceptions=True)
     if plan.rule.needs_fit:
-        from juryflow.reaggregate import refit_run_consensus
+        from juryflow.flows.reaggregate import refit_run_consensus
 
         await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
     if plan.shard is None or plan.shard.index == 1:
@@ -590,7 +590,7 @@ async def evaluate(
     began = time.monotonic()
     flow_run_id = str(flow_run.get_id() or "") or None
     if max_cost is not None:
-        from juryflow.dry_run import check_budget  # before a run row exists
+        from juryflow.planning.dry_run import check_budget  # before a run row exists
 
         check_budget(panel, db, resume, max_cost, distributed)
     # Explicit workers start now, importing what they need while the run is planned.
@@ -723,7 +723,9 @@ async def _judge_run(
         await runner.close(cancel=False)
         await close_judges()
         completed = _record_completion(plan)
-    from juryflow.analysis import record_reliability  # the store holds what the report shows
+    from juryflow.analysis.agreement_report import (
+        record_reliability,  # the store holds what the report shows
+    )
 
     if completed:  # a shard's share alone would give the run a partial reliability
         await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
@@ -742,7 +744,7 @@ async def _judge_run(
     )
     # Stopped judges and quorum misses: the command line exits 1 on them.
     summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
-    from juryflow.artifacts import publish_run_artifacts  # never fails the run
+    from juryflow.flows.artifacts import publish_run_artifacts  # never fails the run
 
     await publish_run_artifacts(plan.store, plan.run_id)
     return summary

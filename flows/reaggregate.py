@@ -17,13 +17,13 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from juryflow.artifacts import publish_run_artifacts
-from juryflow.judges.consensus import item_consensus, resolve_quorum
-from juryflow.judges.fitting import fit_rule
+from juryflow.flows.artifacts import publish_run_artifacts
 from juryflow.judges.panel import PanelSpec, parse_panel
-from juryflow.judges.records import Consensus, Judgment
-from juryflow.judges.reducers import ConsensusRule, RuleError, RuleRef
-from juryflow.run_setup import RunPlan
+from juryflow.maths.consensus import item_consensus, resolve_quorum
+from juryflow.maths.fitting import fit_rule
+from juryflow.maths.records import Consensus, Judgment
+from juryflow.maths.reducers import ConsensusRule, RuleError, RuleRef
+from juryflow.planning.run_setup import RunPlan
 from juryflow.storage.store import RunRecord, Store, new_run_id
 
 
@@ -107,7 +107,7 @@ def choose_rule(
     min_votes: int | None,
 ) -> ConsensusRule:
     """The rule a re-aggregation applies: a calibration, or options over the source's rule."""
-    from juryflow.run_setup import RunSetupError, consensus_rule_for
+    from juryflow.planning.run_setup import RunSetupError, consensus_rule_for
 
     try:
         if calibration is not None:
@@ -187,7 +187,7 @@ async def reaggregate(
         store.finish_run(new_id, "failed", f"{type(error).__name__}: {error}")
         raise
     store.finish_run(new_id, "completed")
-    from juryflow.analysis import record_reliability
+    from juryflow.analysis.agreement_report import record_reliability
 
     record_reliability(store, new_id)
     logger.info(

@@ -3,7 +3,7 @@
 1. run the panel (the `evaluate` flow, as a subflow);
 2. pick the baseline: the last successful run of the same suite (``baseline="last"``: the
    newest completed run that no comparison found regressed) or a pinned run id;
-3. compare the two runs item by item (:mod:`juryflow.judges.regression_stats`) and store the
+3. compare the two runs item by item (:mod:`juryflow.maths.regression_stats`) and store the
    comparison in DuckDB (``comparisons``, ``comparison_judges``);
 4. end the flow run **Failed** with a message naming what regressed when a threshold is
    crossed, so that a Prefect automation on "flow run failed" can alert. Either way the
@@ -19,9 +19,9 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
-from juryflow.artifacts import publish_comparison_artifacts, publish_report_link
-from juryflow.evaluate import evaluate
-from juryflow.judges.regression_stats import (
+from juryflow.flows.artifacts import publish_comparison_artifacts, publish_report_link
+from juryflow.flows.evaluate import evaluate
+from juryflow.maths.regression_stats import (
     Thresholds,
     check_thresholds,
     gate_notes,

@@ -43,8 +43,8 @@ def build_deployments(
     """The two runner deployments, ready for ``prefect.serve``."""
     from prefect.schedules import Cron
 
-    from juryflow.evaluate import evaluate
-    from juryflow.regression import regression
+    from juryflow.flows.evaluate import evaluate
+    from juryflow.flows.regression import regression
 
     common: dict[str, Any] = {"dataset": dataset, "panel": panel, "db": db, "suite": suite}
     common = {k: v for k, v in common.items() if v is not None}

@@ -38,9 +38,9 @@ from prefect.exceptions import ObjectNotFound, PrefectException
 from prefect.logging.loggers import flow_run_logger
 from prefect.states import Cancelled, Cancelling, State
 
-from juryflow.evaluate import evaluate
+from juryflow.flows.evaluate import evaluate
 from juryflow.storage.connection import DB_ENV, StoreError, resolve_target
-from juryflow.storage.lake import LakeTarget
+from juryflow.storage.lake.attach import LakeTarget
 from juryflow.storage.shards import (
     MAX_SHARDS,
     ShardError,

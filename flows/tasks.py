@@ -15,14 +15,14 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from juryflow import progress
+from juryflow.flows.runtime import progress
 from juryflow.judges.base import Judge
 from juryflow.judges.breaker import StoppedJudge, breaker_for
 from juryflow.judges.budget import BudgetReached, budget_of
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec, Price
-from juryflow.judges.records import Item, Judgment, unscored
+from juryflow.maths.records import Item, Judgment, unscored
 from juryflow.storage.journal import Journal
 
 # Judges hold HTTP clients and limiters bound to an event loop, so one is built per loop:

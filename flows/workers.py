@@ -30,11 +30,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ProcessPoolTaskRunner
 
-from juryflow import progress
+from juryflow.flows.runtime import progress
+from juryflow.flows.runtime.prefect_env import quiet_stopped_run
+from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
-from juryflow.judges.records import Item
-from juryflow.prefect_env import quiet_stopped_run
-from juryflow.tasks import JudgedChunk, close_judges, judge_items
+from juryflow.maths.records import Item
 
 CALLS_PER_PROCESS = 256
 """Concurrent calls one process is given by default: at ~2 ms of CPU per call a core serves
@@ -129,8 +129,8 @@ def _worker_channels() -> Channels | None:
 
 def _start_worker_process(channels: Channels, parent: int) -> None:
     """Runs once in each worker process, before any task."""
-    from juryflow.allocator import limit_malloc_arenas
-    from juryflow.prefect_server import die_with_parent
+    from juryflow.flows.runtime.allocator import limit_malloc_arenas
+    from juryflow.flows.runtime.prefect_server import die_with_parent
 
     limit_malloc_arenas()
 

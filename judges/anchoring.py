@@ -2,7 +2,7 @@
 
 Judges are asked for exact substrings but return near-misses (curly quotes, changed case,
 folded whitespace, a trailing period) and repeats. Each requested string goes through
-stages, strictest first, and the :class:`~juryflow.judges.records.Span` records which one matched:
+stages, strictest first, and the :class:`~juryflow.maths.records.Span` records which one matched:
 
 1. ``exact`` / ``repeat``: the k-th repeat of a string in the judge's list goes to its k-th
    occurrence in the text (``repeat`` for k >= 2);
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from juryflow.judges.records import MatchKind, Span
+from juryflow.maths.records import MatchKind, Span
 
 _CHAR_MAP = str.maketrans(
     {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from juryflow.judges.records import Item, Judgment, OutputKind
+from juryflow.maths.records import Item, Judgment, OutputKind
 
 
 @runtime_checkable

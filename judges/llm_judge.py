@@ -18,9 +18,9 @@ from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.pricing import cost_usd
 from juryflow.judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
 from juryflow.judges.ratelimit import Limiter, estimate_tokens, limiter_for, limiter_key
-from juryflow.judges.records import Item, Judgment, OutputKind, Usage, unscored
 from juryflow.judges.redact import redact_text, remember_secret
 from juryflow.judges.retry import RetriesExhausted, call_with_retries
+from juryflow.maths.records import Item, Judgment, OutputKind, Usage, unscored
 from juryflow.prompts.loader import PromptError, PromptTemplate
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from juryflow.judges.detectors.registry import Detector
-from juryflow.judges.records import Item, Judgment, OutputKind, Span, unscored
+from juryflow.maths.records import Item, Judgment, OutputKind, Span, unscored
 
 
 class OfflineJudge:

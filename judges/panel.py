@@ -33,7 +33,7 @@ from pydantic import (
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 
 if TYPE_CHECKING:
-    from juryflow.judges.reducers import ConsensusRule
+    from juryflow.maths.reducers import ConsensusRule
     from juryflow.prompts.loader import PromptTemplate
 
 ProviderName = Literal["offline", "anthropic", "openai"]
@@ -209,7 +209,7 @@ class PanelSpec(BaseModel):
     """Overrides of the built-in price table, keyed by model name."""
     consensus: dict[str, Any] | None = None
     """The consensus rule (``score``, ``spans``, ``verdict``, ``weights``); see
-    :mod:`juryflow.judges.reducers`. Default: median scores, majority-overlap spans, verdict
+    :mod:`juryflow.maths.reducers`. Default: median scores, majority-overlap spans, verdict
     auto."""
 
     @field_validator("judges")
@@ -232,7 +232,7 @@ class PanelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consensus_rule(self) -> PanelSpec:
-        from juryflow.judges.reducers import (
+        from juryflow.maths.reducers import (
             ConsensusRule,  # the panel schema stays importable alone
         )
 
@@ -250,7 +250,7 @@ class PanelSpec(BaseModel):
 
     def consensus_rule(self) -> ConsensusRule:
         """The panel's consensus rule, with ``verdict: auto`` resolved for its judges."""
-        from juryflow.judges.reducers import ConsensusRule
+        from juryflow.maths.reducers import ConsensusRule
 
         return ConsensusRule.from_dict(self.consensus).resolve(self.all_span_judges)
 

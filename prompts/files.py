@@ -13,7 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from juryflow.judges.records import VERDICT_THRESHOLD, OutputKind
+from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
 from juryflow.prompts.loader import PromptError, PromptTemplate, slots_of
 
 _CATALOGUE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@v[0-9]+)?")

@@ -19,12 +19,10 @@ from typing import Any
 
 import yaml
 
-from juryflow.judges.records import VERDICT_THRESHOLD, OutputKind
+from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
 
 # \r: a prompt file keeps its line ends as written (its hash is the file's), CRLF included.
-_SLOT_LINE = re.compile(
-    r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t\r]*$", re.MULTILINE
-)
+_SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t\r]*$", re.MULTILINE)
 
 
 class PromptError(ValueError):

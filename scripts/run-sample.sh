@@ -3,12 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-# strict: the editable install is a tree of links named as the wheel's modules (juryflow.*),
-# which mypy and every tool can follow; a new module needs this step again.
 # pip's own chatter goes to a log, shown only if the install fails.
 if ! { .venv/bin/python -m pip install --upgrade pip \
-       && .venv/bin/python -m pip install -e . \
-            --config-settings editable_mode=strict; } > .venv/install.log 2>&1; then
+       && .venv/bin/python -m pip install -e .; } > .venv/install.log 2>&1; then
   cat .venv/install.log >&2
   echo "installing juryflow failed; the log above says why" >&2
   exit 1

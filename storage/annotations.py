@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from juryflow.judges import agreement
+from juryflow.maths import agreement
 from juryflow.storage.connection import StoreError
 from juryflow.storage.store import Store
 
@@ -108,7 +108,7 @@ def resolve_reviewer(explicit: str | None = None) -> str:
 
 def merge_spans(spans: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """The characters ``spans`` cover, as sorted disjoint intervals (touching ones joined):
-    :func:`juryflow.judges.agreement.merge_spans`, as tuples."""
+    :func:`juryflow.maths.agreement.merge_spans`, as tuples."""
     merged = agreement.merge_spans(list(spans)).tolist()
     return tuple((int(a), int(b)) for a, b in merged)
 

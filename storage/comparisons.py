@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from juryflow.judges.regression_stats import Comparison, Thresholds, compare
+from juryflow.maths.regression_stats import Comparison, Thresholds, compare
 from juryflow.storage.store import Store
 
 

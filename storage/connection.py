@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 import duckdb
 
 if TYPE_CHECKING:
-    from juryflow.storage.lake import LakeTarget
+    from juryflow.storage.lake.attach import LakeTarget
 
 T = TypeVar("T")
 
@@ -172,7 +172,7 @@ def resolve_target(
 
     ``--db`` wins, then ``$JURYFLOW_DB``, then ``./juryflow.duckdb``.
     """
-    from juryflow.storage.lake import LakeTarget, is_lake_target, parse_lake_target
+    from juryflow.storage.lake.attach import LakeTarget, is_lake_target, parse_lake_target
 
     if isinstance(db, LakeTarget):
         return db
@@ -287,7 +287,7 @@ _LAKES: dict[tuple[str, str], duckdb.DuckDBPyConnection] = {}
 
 
 def _lake_connection(target: LakeTarget) -> duckdb.DuckDBPyConnection:
-    from juryflow.storage.lake import open_lake
+    from juryflow.storage.lake.attach import open_lake
 
     key = (target.kind, target.catalog)
     con = _LAKES.get(key)

@@ -22,7 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from juryflow.judges.records import GoldLabels, Item
+from juryflow.maths.records import GoldLabels, Item
 from juryflow.storage.dataset_readers import (
     DEFAULT_FIELD_LIMIT,
     DEFAULT_LINE_LIMIT,

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from juryflow.judges.records import Judgment, Span, Usage
 from juryflow.judges.redact import redact_text
+from juryflow.maths.records import Judgment, Span, Usage
 from juryflow.storage.files import open_private_append, private_dir
 
 if TYPE_CHECKING:
-    from juryflow.storage.lake import LakeTarget
+    from juryflow.storage.lake.attach import LakeTarget
 
 _JUDGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Judgment))
 _SPAN_FIELDS = tuple(f.name for f in dataclasses.fields(Span))

@@ -34,8 +34,8 @@ from typing import Any
 import duckdb
 
 from juryflow.storage.connection import StoreError, StoreMissingError, connect
-from juryflow.storage.lake import LakeTarget, lake_data_path, open_lake
-from juryflow.storage.object_store import is_remote
+from juryflow.storage.lake.attach import LakeTarget, lake_data_path, open_lake
+from juryflow.storage.lake.object_store import is_remote
 
 ALLOWED = (
     "SELECT/WITH/FROM queries, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and read-only PRAGMAs "
@@ -390,7 +390,7 @@ def _find_run(
 ) -> tuple[str, str, int | None]:
     """The run ``text`` names (as ``juryflow runs`` resolves it), its status and the
     snapshot it finished at."""
-    from juryflow.storage.run_queries import resolve_run_id_in
+    from juryflow.storage.reads.run_queries import resolve_run_id_in
 
     run_id = resolve_run_id_in(con, text, str(target))
     row = con.execute(

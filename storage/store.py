@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from juryflow.judges import span_overlaps as so
-from juryflow.judges.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
+from juryflow.maths import span_overlaps as so
+from juryflow.maths.records import Consensus, GoldLabels, Item, Judgment, Span, Usage
 from juryflow.storage.connection import (
     StoreError,
     chunk_write_memory_limit,
@@ -29,7 +29,7 @@ from juryflow.storage.connection import (
     retry_conflicts,
 )
 from juryflow.storage.datasets import RowError
-from juryflow.storage.lake import LakeTarget, lake_ddl
+from juryflow.storage.lake.attach import LakeTarget, lake_ddl
 from juryflow.storage.paths import probe_directory, reason
 from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS, tables_at
 from juryflow.storage.views import VIEWS
@@ -322,7 +322,7 @@ class Store:
                     f"cannot write the store {self.path}: {reason(error)}; "
                     "pass --db a path in a writable directory"
                 ) from None
-        # A lake takes the same migrations without key constraints (see storage/lake.py).
+        # A lake takes the same migrations without key constraints (see storage/lake/attach.py).
         adapt = lake_ddl if self.lake is not None else _unchanged
 
         def _body(con: duckdb.DuckDBPyConnection) -> None:

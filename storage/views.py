@@ -1,7 +1,7 @@
 """SQL views over the tables, recreated on every migrate so they always match the code.
 
 The agreement views compute the same numbers as the numpy functions of
-:mod:`juryflow.judges.agreement` and :mod:`juryflow.judges.gold` (``tests/test_views.py`` checks
+:mod:`juryflow.maths.agreement` and :mod:`juryflow.maths.gold` (``tests/test_views.py`` checks
 it), so a
 user can trust a quick ``juryflow sql`` as much as ``juryflow agreement``.
 
@@ -19,7 +19,7 @@ Conventions the views share:
   cut the same sets into disjoint intervals at query time, and the ``*_chars`` views list
   their characters one per row, for users who query them;
 - a 0/0 ratio of a precision / recall / F1 against gold is 0 (as sklearn's
-  ``zero_division=0`` and :mod:`juryflow.judges.gold`); a 0/0 agreement ratio is NULL (undefined).
+  ``zero_division=0`` and :mod:`juryflow.maths.gold`); a 0/0 agreement ratio is NULL (undefined).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ _GOLD_CHARS = """
 # ``consensus_chars`` (a join on the consensus spans), plus ``row_number``. Read it for one
 # run (``WHERE run_id = ...`` reaches every table scan) where neither is needed: the rank
 # is a window over the whole run, most of the cost of a page of the viewer, which orders
-# by the rank's columns instead (storage/item_queries.py).
+# by the rank's columns instead (storage/reads/item_queries.py).
 _ITEM_DISAGREEMENT_MEASURES = """
     CREATE OR REPLACE VIEW item_disagreement_measures AS
     WITH scored AS (

@@ -31,9 +31,7 @@ FLAGS = (
 
 
 @contextmanager
-def headless_chromium(
-    profile: Path, window: str, extra_flags: Sequence[str] = ()
-) -> Iterator[Any]:
+def headless_chromium(profile: Path, window: str, extra_flags: Sequence[str] = ()) -> Iterator[Any]:
     """A selenium driver of a fresh Chromium with its profile in ``profile`` (skips the test
     when Chromium, chromedriver or selenium is missing); the browser's console log is kept."""
     if not CHROMEDRIVER.exists() or CHROMIUM is None:

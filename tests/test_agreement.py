@@ -1,4 +1,4 @@
-"""juryflow.judges.agreement against its reference libraries, published examples and naive loops."""
+"""juryflow.maths.agreement against its reference libraries, published examples and naive loops."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hypothesis.extra.numpy import arrays
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-import juryflow.judges.agreement
-from juryflow.judges.agreement import (
+import juryflow.maths.agreement
+from juryflow.maths.agreement import (
     Level,
     alpha_from_coincidences,
     cohen_kappa,
@@ -555,5 +555,5 @@ def test_effective_panel_size() -> None:
 
 def test_docstring_examples() -> None:
     # The docstrings carry the worked examples (Wikipedia alpha and Fleiss' kappa); keep them true.
-    result = doctest.testmod(juryflow.judges.agreement)
+    result = doctest.testmod(juryflow.maths.agreement)
     assert result.attempted > 0 and result.failed == 0

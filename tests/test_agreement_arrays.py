@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from juryflow.analysis import agreement_report
-from juryflow.judges import agreement as ag
-from juryflow.storage.analysis import load_run_data
+from juryflow.analysis.agreement_report import agreement_report
+from juryflow.maths import agreement as ag
+from juryflow.storage.reads.analysis import load_run_data
 from juryflow.storage.store import RunRecord, Store
 from tests import test_agreement_arrays_reference as old
 

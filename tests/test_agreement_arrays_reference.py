@@ -1,7 +1,7 @@
 """The list-based agreement path as it was before spans were loaded as arrays: reference.
 
-Kept verbatim (names aside) from ``storage/analysis.py``, ``judges/agreement.py`` and
-``flows/analysis.py`` before the change, so that :mod:`tests.test_agreement_arrays` can
+Kept verbatim (names aside) from ``storage/reads/analysis.py``, ``maths/agreement.py`` and
+``analysis/agreement_report.py`` before the change, so that :mod:`tests.test_agreement_arrays` can
 check the array path gives every figure of the report exactly as this one did. The
 pieces that did not change (models, kappas, alphas, ...) come from the product.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from juryflow.analysis import (
+from juryflow.analysis.agreement_report import (
     NO_PROMPT,
     Accuracy,
     AgreementReport,
@@ -34,10 +34,10 @@ from juryflow.analysis import (
     _reliability,
     _stat,
 )
-from juryflow.judges import agreement as ag
-from juryflow.judges import gold as gd
-from juryflow.judges.agreement import IntArray, SpanList, _chars, merge_spans
-from juryflow.storage.analysis import RunInfo, Spans, _panel_order, _rule_text, resolve_run
+from juryflow.maths import agreement as ag
+from juryflow.maths import gold as gd
+from juryflow.maths.agreement import IntArray, SpanList, _chars, merge_spans
+from juryflow.storage.reads.analysis import RunInfo, Spans, _panel_order, _rule_text, resolve_run
 from juryflow.storage.store import Store
 
 FloatArray = npt.NDArray[np.float64]

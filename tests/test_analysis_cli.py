@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.analysis import agreement_report
+from juryflow.analysis.agreement_report import agreement_report
 from juryflow.cli import app
-from juryflow.judges.records import GoldLabels
+from juryflow.maths.records import GoldLabels
 from juryflow.storage.store import Store
 from tests.test_views import HAND, HAND_GOLD, build_store, failed, score_judgment
 
@@ -30,7 +30,7 @@ def invoke(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def offline_db(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real run of the offline panel over the bundled sample, shared by the module."""
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("cli") / "offline.duckdb"
     asyncio.run(evaluate(db=str(db)))

@@ -226,8 +226,22 @@ def test_ambiguous_iff_listed_fewer_times_than_it_occurs(
 @given(
     st.text(
         alphabet=st.sampled_from(
-            [*"ab AB\t\n\r.,'\"-", "\u00a0", "\u2009", "\u3000", "\u2019", "\u201c",
-             "\u2014", "\u0130", "\u03a3", "\u03c3", "\u1e9e", "\u00df", "\u0085", "\u2028"]
+            [
+                *"ab AB\t\n\r.,'\"-",
+                "\u00a0",
+                "\u2009",
+                "\u3000",
+                "\u2019",
+                "\u201c",
+                "\u2014",
+                "\u0130",
+                "\u03a3",
+                "\u03c3",
+                "\u1e9e",
+                "\u00df",
+                "\u0085",
+                "\u2028",
+            ]
         )
     )
     | st.text()

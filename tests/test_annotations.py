@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.judges.records import GoldLabels
+from juryflow.maths.records import GoldLabels
 from juryflow.storage.annotations import (
     NewAnnotation,
     SpanDecision,

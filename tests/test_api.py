@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import juryflow
-from juryflow.storage.run_queries import RunIdError
+from juryflow.storage.reads.run_queries import RunIdError
 from tests.conftest import REPO
 
 
@@ -41,7 +41,7 @@ def test_the_api_is_small_documented_and_loads_lazily() -> None:
     assert juryflow.__version__ == "0.1.0"
     # a subpackage import does not pay for Prefect (the API loads it on first use)
     probe = (
-        "import sys, juryflow, juryflow.judges.consensus; "
+        "import sys, juryflow, juryflow.maths.consensus; "
         "print(json.dumps(['prefect' in sys.modules, 'scipy.stats' in sys.modules]))"
     )
     out = subprocess.run(
@@ -135,7 +135,7 @@ def test_user_errors_are_one_line_exceptions(evaluated: juryflow.Run, tmp_path: 
 
 
 def test_estimate_is_the_dry_run_as_a_table(tmp_path: Path) -> None:
-    from juryflow.init_project import write_starter
+    from juryflow.cli.init_project import write_starter
 
     write_starter(tmp_path)
     guess = juryflow.estimate(tmp_path / "data.jsonl", panel=tmp_path / "panel_llm.yaml")
@@ -146,7 +146,7 @@ def test_estimate_is_the_dry_run_as_a_table(tmp_path: Path) -> None:
 
 
 def test_max_cost_stops_an_api_run_that_resumes(prefect_harness: None, tmp_path: Path) -> None:
-    from juryflow.judges.stub_server import running_stub_server
+    from juryflow.standin.server import running_stub_server
 
     with running_stub_server() as stub:
         panel = tmp_path / "panel.yaml"

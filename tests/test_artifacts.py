@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from juryflow.artifacts import rounded, rounded_table
+from juryflow.flows.artifacts import rounded, rounded_table
 from tests.conftest import REPO
 
 SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
@@ -51,7 +51,7 @@ def _decimals(value: float) -> int:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_regression_links_its_report_and_rounds_its_tables(tmp_path: Path) -> None:
-    from juryflow.regression import regression
+    from juryflow.flows.regression import regression
 
     subset = tmp_path / "subset.jsonl"
     subset.write_text(

@@ -29,7 +29,7 @@ WRITER = textwrap.dedent(
     """
     import os, re, sys
     from pathlib import Path
-    from juryflow.judges.records import Item
+    from juryflow.maths.records import Item
     from juryflow.storage.store import Store
 
     def peak_mb():
@@ -92,7 +92,7 @@ def test_a_chunk_too_large_for_the_small_pool_is_written_once(
     """Long texts can need more than the chunk writes' pool: the write is rolled back and
     made again with the store's own limit, every item stored once."""
     import juryflow.storage.store as store_module
-    from juryflow.judges.records import Item
+    from juryflow.maths.records import Item
 
     store = store_module.Store(tmp_path / "store.duckdb")
     store.migrate()
@@ -148,7 +148,7 @@ TRIM = textwrap.dedent(
     """
     import re
     from pathlib import Path
-    from juryflow.allocator import limit_malloc_arenas, release_free_heap
+    from juryflow.flows.runtime.allocator import limit_malloc_arenas, release_free_heap
 
     def rss_mb():
         status = Path("/proc/self/status").read_text()

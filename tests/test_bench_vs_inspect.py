@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.standin.server import StubConfig, running_stub_server
 from tests.conftest import REPO
 
 BENCH = REPO / "bench" / "bench_vs_inspect.py"

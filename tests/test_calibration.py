@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import juryflow.judges.calibration
-from juryflow.judges.calibration import (
+import juryflow.maths.calibration
+from juryflow.maths.calibration import (
     CalibrationData,
     calibrate,
     grouped_folds,
@@ -23,13 +23,13 @@ from juryflow.judges.calibration import (
     score,
     word_ids,
 )
-from juryflow.judges.reducers import ConsensusRule
+from juryflow.maths.reducers import ConsensusRule
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(juryflow.judges.calibration)
+    result = doctest.testmod(juryflow.maths.calibration)
     assert result.attempted >= 3 and result.failed == 0
 
 
@@ -66,6 +66,7 @@ def synthetic(n_items: int = 240, seed: int = 0) -> CalibrationData:
             for keep, false in quality
         ]
     )
+
     # Characters: word w of item i sits at 2w; spaces at odd positions stay unmarked.
     def to_chars(words: np.ndarray) -> np.ndarray:
         chars = np.zeros((*words.shape[:-1], length), dtype=bool)
@@ -137,7 +138,7 @@ def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
 
 
 def test_earns_its_keep_needs_a_margin_beyond_noise() -> None:
-    from juryflow.judges.calibration import earns_its_keep
+    from juryflow.maths.calibration import earns_its_keep
 
     groups = np.asarray([f"g{i // 4}" for i in range(80)], dtype=object)
     right, wrong = np.array([1, 0, 0]), np.array([0, 0, 1])
@@ -160,7 +161,7 @@ def test_a_fold_is_never_scored_by_a_rule_fitted_on_it() -> None:
     scrambled = CalibrationData(**{**data.__dict__, "gold_verdict": scrambled_gold})
     # Fit on folds 1-3 only: identical training data, so identical rules and predictions.
     train = folds != 0
-    from juryflow.judges.calibration import fit_on
+    from juryflow.maths.calibration import fit_on
 
     base = ConsensusRule.from_dict({"verdict": "spans"})
     a = predict(data, fit_on(data, base, train))
@@ -184,7 +185,7 @@ def test_a_failed_judge_counts_as_flagging_nothing() -> None:
 @pytest.fixture
 def labelled_run(tmp_path: Path, prefect_harness: None) -> tuple[Path, str]:
     """The offline panel over 60 RAGTruth rows of ten sources (human labels included)."""
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     source = SHARED / "data2txt_dev.jsonl"
     if not source.is_file():
@@ -202,14 +203,25 @@ def test_calibrate_stores_a_rule_that_run_and_reaggregate_apply(
     labelled_run: tuple[Path, str], tmp_path: Path
 ) -> None:
     from juryflow.cli import app
-    from juryflow.reaggregate import reaggregate
+    from juryflow.flows.reaggregate import reaggregate
     from juryflow.storage.store import Store
 
     db, run_id = labelled_run
     runner = CliRunner()
     result = runner.invoke(
-        app, ["calibrate", run_id, "--db", str(db), "--name", "offline", "--folds", "3",
-              "--format", "json"],
+        app,
+        [
+            "calibrate",
+            run_id,
+            "--db",
+            str(db),
+            "--name",
+            "offline",
+            "--folds",
+            "3",
+            "--format",
+            "json",
+        ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import juryflow.judges.consensus
-from juryflow.judges.consensus import (
+import juryflow.maths.consensus
+from juryflow.maths.consensus import (
     character_votes,
     item_consensus,
     majority_runs,
     panel_consensus,
     snap_to_words,
 )
-from juryflow.judges.records import Consensus, Judgment, Span, unscored
+from juryflow.maths.records import Consensus, Judgment, Span, unscored
 
 ITEM = "item-1"
 
@@ -321,7 +321,7 @@ def test_panel_consensus_needs_every_text() -> None:
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(juryflow.judges.consensus)
+    result = doctest.testmod(juryflow.maths.consensus)
     assert result.attempted > 0
     assert result.failed == 0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.judges.panel import JudgeSpec, PanelError, load_panel, parse_panel
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
 
@@ -223,7 +223,7 @@ def test_the_spec_carries_the_text_so_no_worker_needs_the_file(tmp_path: Path) -
 def test_a_file_prompt_run_stores_its_hash_with_every_judgment(
     stub: StubHandle, subset: Path, tmp_path: Path, db_path: Path
 ) -> None:
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     panel_file = project(
         tmp_path,
@@ -276,8 +276,8 @@ def test_a_file_prompt_run_stores_its_hash_with_every_judgment(
 def test_a_resume_judges_with_the_stored_text_and_says_the_file_changed(
     stub: StubHandle, subset: Path, tmp_path: Path, db_path: Path
 ) -> None:
-    from juryflow.evaluate import evaluate
-    from juryflow.run_setup import ResumeRequest, RunSetupError, plan_run, preflight_resume
+    from juryflow.flows.evaluate import evaluate
+    from juryflow.planning.run_setup import ResumeRequest, RunSetupError, plan_run, preflight_resume
 
     panel_file = project(
         tmp_path,
@@ -314,7 +314,7 @@ def test_a_file_prompt_travels_to_dask_worker_processes(
     prefect_dask = pytest.importorskip("prefect_dask")
     from typing import Any
 
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     panel_file = project(
         tmp_path,
@@ -386,7 +386,7 @@ def test_a_bad_declaration_exits_2_with_one_line(tmp_path: Path, db_path: Path) 
 def test_span_judges_must_flag_spans_in_one_text(
     stub: StubHandle, subset: Path, tmp_path: Path, db_path: Path
 ) -> None:
-    from juryflow.run_setup import RunSetupError, preflight
+    from juryflow.planning.run_setup import RunSetupError, preflight
 
     panel_file = project(
         tmp_path,
@@ -406,7 +406,7 @@ def test_span_judges_must_flag_spans_in_one_text(
     assert "--map VAR=COLUMN" in str(raised.value) and "\n" not in str(raised.value)
     assert preflight(str(subset), str(panel_file), {"article": "response"}, db=str(db_path)) == []
     # the dry run refuses what the run would
-    from juryflow.dry_run import estimate_run
+    from juryflow.planning.dry_run import estimate_run
 
     with pytest.raises(RunSetupError, match="flag spans in different texts"):
         estimate_run(str(subset), str(panel_file), {"article": "reference"}, db=str(db_path))

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 def test_chunk_tasks_run_on_a_local_dask_cluster(db_path: Path, tmp_path: Path) -> None:
     prefect_dask = pytest.importorskip("prefect_dask")
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     subset = tmp_path / "subset.jsonl"
     subset.write_text(

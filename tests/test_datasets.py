@@ -6,7 +6,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from juryflow.judges.records import Item
+from juryflow.maths.records import Item
 from juryflow.storage.datasets import DatasetError, RowError, parse_mapping, read_items
 from tests.conftest import SAMPLE
 

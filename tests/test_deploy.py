@@ -61,7 +61,7 @@ def test_prefect_yaml_validates_with_prefects_loader() -> None:
 
 
 def test_serve_builds_both_scheduled_deployments() -> None:
-    from juryflow.serve import build_deployments
+    from juryflow.flows.serve import build_deployments
 
     evaluate_d, regression_d = build_deployments(
         dataset="data.jsonl", evaluate_cron="0 3 * * *", timezone="Europe/Paris"
@@ -77,7 +77,7 @@ def test_serve_and_deploy_never_share_a_deployment_name() -> None:
     """The crash: `juryflow serve` after `prefect deploy --all` re-registered
     evaluate-nightly / regression-nightly, Prefect dropped their pull steps but kept their
     empty path, and the next run looked for its code in '<repo>/None'."""
-    from juryflow.serve import SERVED, build_deployments
+    from juryflow.flows.serve import SERVED, build_deployments
 
     deployments, _, _ = _load()
     deployed = {f"{d['entrypoint'].rsplit(':', 1)[1]}/{d['name']}" for d in deployments}
@@ -89,7 +89,7 @@ def test_serve_and_deploy_never_share_a_deployment_name() -> None:
 def test_prefect_yaml_suite_is_the_cli_default(tmp_path: Path) -> None:
     """prefect.yaml's suite is the one `juryflow run/regression` gives the same dataset and
     panel without --suite, so a scheduled regression finds the CLI's runs as baselines."""
-    from juryflow.run_setup import plan_run
+    from juryflow.planning.run_setup import plan_run
 
     deployments, _, _ = _load()
     for deployment in deployments:
@@ -135,7 +135,7 @@ def test_the_example_automation_is_a_valid_prefect_automation() -> None:
     assert isinstance(trigger, EventTrigger)
     assert trigger.expect == {"prefect.flow-run.Failed"}
     # it fires for the flow named in flows/regression.py, not for any failed flow
-    from juryflow.regression import regression
+    from juryflow.flows.regression import regression
 
     related = trigger.match_related
     assert not isinstance(related, list)
@@ -179,7 +179,7 @@ def test_deploy_all_to_a_local_server(prefect_server: dict[str, str]) -> None:
 
 
 _SERVE_AFTER_DEPLOY = """
-from juryflow.serve import build_deployments, check_no_collision
+from juryflow.flows.serve import build_deployments, check_no_collision
 check_no_collision()
 for deployment in build_deployments():
     deployment.apply()

@@ -14,7 +14,7 @@ from juryflow.judges.detectors.registry import detector_names, get_detector
 from juryflow.judges.detectors.schedule import check, record_hours
 from juryflow.judges.detectors.text import merge_spans, sentences, stem, vocabulary
 from juryflow.judges.offline import OfflineJudge
-from juryflow.judges.records import Item
+from juryflow.maths.records import Item
 
 RECORD = str(
     {

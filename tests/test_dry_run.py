@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from juryflow.dry_run import CHARS_PER_TOKEN, DEFAULT_OUTPUT_TOKENS, estimate_run
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.planning.dry_run import CHARS_PER_TOKEN, DEFAULT_OUTPUT_TOKENS, estimate_run
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 
@@ -77,7 +77,7 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
 ) -> None:
     """Input tokens are estimated from the prompts the run renders: the stand-in counts
     its usage the same way (characters / 4), so estimate and run agree exactly."""
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     dataset = synthetic_dataset(tmp_path / "items.jsonl", 9)
     db = tmp_path / "store.duckdb"
@@ -86,9 +86,7 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
         panel = stub_panel(tmp_path / "panel.yaml", stub)
         before = estimate_run(str(dataset), str(panel), db=str(db), limit=6)
         assert stub.stats.requests() == 0 and not db.exists()
-        result = asyncio.run(
-            evaluate(dataset=str(dataset), panel=str(panel), db=str(db), limit=6)
-        )
+        result = asyncio.run(evaluate(dataset=str(dataset), panel=str(panel), db=str(db), limit=6))
         assert stub.stats.requests() == 12
         after = estimate_run(str(dataset), str(panel), db=str(db))
         assert stub.stats.requests() == 12
@@ -167,11 +165,21 @@ def test_the_readme_dry_run_command(tmp_path: Path) -> None:
     from tests.conftest import REPO, SAMPLE
 
     done = subprocess.run(
-        [sys.executable, "-m", "juryflow", "run", str(SAMPLE.relative_to(REPO)),
-         "--panel", "examples/panel.stub.yaml", "--dry-run"],
+        [
+            sys.executable,
+            "-m",
+            "juryflow",
+            "run",
+            str(SAMPLE.relative_to(REPO)),
+            "--panel",
+            "examples/panel.stub.yaml",
+            "--dry-run",
+        ],
         cwd=REPO,
-        env={**{k: v for k, v in os.environ.items() if k != "JURYFLOW_DB"},
-             "JURYFLOW_DB": str(tmp_path / "juryflow.duckdb")},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "JURYFLOW_DB"},
+            "JURYFLOW_DB": str(tmp_path / "juryflow.duckdb"),
+        },
         capture_output=True,
         text=True,
         timeout=120,
@@ -184,7 +192,7 @@ def test_the_readme_dry_run_command(tmp_path: Path) -> None:
 
 def test_a_custom_prompt_file_is_estimated_from_its_own_text(tmp_path: Path) -> None:
     """`juryflow init`'s LLM panel asks a prompt file: the dry run renders that file."""
-    from juryflow.init_project import write_starter
+    from juryflow.cli.init_project import write_starter
 
     write_starter(tmp_path)
     done = cli(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.analysis import agreement_report
+from juryflow.analysis.agreement_report import agreement_report
 from juryflow.cli import app
 from juryflow.storage.annotations import (
     NewAnnotation,
@@ -36,7 +36,7 @@ def invoke(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def offline_run(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run of the offline panel over the bundled sample, shared by the module."""
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("export") / "offline.duckdb"
     asyncio.run(evaluate(db=str(db)))

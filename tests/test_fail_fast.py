@@ -20,7 +20,7 @@ from juryflow.judges.breaker import STOP_AFTER, CircuitBreaker
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.providers.base import ProviderError, error_from_status
 from juryflow.judges.retry import call_with_retries
-from juryflow.judges.stub_server import running_stub_server
+from juryflow.standin.server import running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
 

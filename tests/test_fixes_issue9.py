@@ -18,8 +18,8 @@ from juryflow.judges.panel import JudgeSpec, PanelError, load_panel
 from juryflow.judges.parsing import parse_spans_output
 from juryflow.judges.providers.base import ModelRequest, ModelResponse, ProviderError
 from juryflow.judges.ratelimit import Limiter
-from juryflow.judges.records import Consensus, Item, Judgment
-from juryflow.judges.regression_stats import (
+from juryflow.maths.records import Consensus, Item, Judgment
+from juryflow.maths.regression_stats import (
     Thresholds,
     check_thresholds,
     compare,
@@ -131,7 +131,7 @@ def test_ids_that_merely_contain_a_reserved_word_are_fine() -> None:
 def test_plan_run_rejects_an_out_of_range_quorum_before_the_run_row(
     tmp_path: Path, quorum: int
 ) -> None:
-    from juryflow.run_setup import RunSetupError, plan_run
+    from juryflow.planning.run_setup import RunSetupError, plan_run
 
     db = tmp_path / "q.duckdb"
     with pytest.raises(RunSetupError, match=f"--quorum {quorum} is out of range"):
@@ -165,7 +165,7 @@ def test_run_rejects_an_out_of_range_quorum_up_front(tmp_path: Path, quorum: str
 
 
 def test_preflight_accepts_every_quorum_the_panel_allows() -> None:
-    from juryflow.run_setup import preflight
+    from juryflow.planning.run_setup import preflight
 
     for quorum in (None, 1, 2, 3):
         preflight(str(SAMPLE), None, {}, quorum)
@@ -370,7 +370,7 @@ def _store_run(store: Store, run_id: str, scores: dict[str, float]) -> None:
 
 
 def test_compare_runs_stores_and_returns_the_note(tmp_path: Path) -> None:
-    from juryflow.regression import compare_runs
+    from juryflow.flows.regression import compare_runs
 
     store = Store(tmp_path / "c.duckdb")
     store.migrate()

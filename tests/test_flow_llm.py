@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from juryflow.evaluate import evaluate
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.flows.evaluate import evaluate
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 

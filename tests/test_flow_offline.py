@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from juryflow.evaluate import evaluate
+from juryflow.flows.evaluate import evaluate
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

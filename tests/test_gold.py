@@ -1,4 +1,4 @@
-"""juryflow.judges.gold against sklearn, naive character sets and the RAGTruth dev sample."""
+"""juryflow.maths.gold against sklearn, naive character sets and the RAGTruth dev sample."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import precision_recall_fscore_support
 
-import juryflow.judges.gold
-from juryflow.judges.gold import PRF, response_prf, span_prf
+import juryflow.maths.gold
+from juryflow.maths.gold import PRF, response_prf, span_prf
 
 RAGTRUTH_DATA2TXT = Path(__file__).resolve().parents[2] / "shared/data/ragtruth/data2txt_dev.jsonl"
 
@@ -174,5 +174,5 @@ def test_ragtruth_flag_everything(ragtruth_rows: list[dict]) -> None:
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(juryflow.judges.gold)
+    result = doctest.testmod(juryflow.maths.gold)
     assert result.attempted > 0 and result.failed == 0

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.analysis import AgreementReport, agreement_report, disagreements
+from juryflow.analysis.agreement_report import AgreementReport, agreement_report, disagreements
 from juryflow.cli import app
-from juryflow.judges.records import GoldLabels, Judgment, OutputKind
-from juryflow.storage import analysis as sa
+from juryflow.maths.records import GoldLabels, Judgment, OutputKind
 from juryflow.storage.annotations import NewAnnotation, SpanDecision, save_annotation
 from juryflow.storage.connection import StoreError
+from juryflow.storage.reads import analysis as sa
 from juryflow.storage.store import Store
 from tests.test_views import (
     HAND,

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.judges.records import Item
+from juryflow.maths.records import Item
 from juryflow.storage.dataset_readers import COLUMN_SAMPLE_ROWS, iter_jsonl
 from juryflow.storage.datasets import (
     DatasetError,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from juryflow.init_project import STUB_PORT
+from juryflow.cli.init_project import STUB_PORT
 from juryflow.judges.panel import load_panel
 from juryflow.storage.store import Store
 from tests.test_custom_prompts import juryflow

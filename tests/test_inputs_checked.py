@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.run_setup import RunSetupError, plan_run, preflight_resume
+from juryflow.planning.run_setup import RunSetupError, plan_run, preflight_resume
 from juryflow.storage.datasets import dataset_fingerprint
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE

@@ -22,7 +22,7 @@ import duckdb
 import psutil
 import pytest
 
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import StoreError
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.store import Store
@@ -185,7 +185,9 @@ def test_ctrl_c_stops_calls_marks_the_run_interrupted_and_resume_finishes(
         child = start_run(tmp_path, stub, db, standalone_env())
         run_id = wait_for_judgments(child, db, at_least=120)
         helpers = descendants(child.pid)
-        assert any("juryflow.prefect_server" in " ".join(p.cmdline()) for p in helpers)
+        assert any(
+            "juryflow.flows.runtime.prefect_server" in " ".join(p.cmdline()) for p in helpers
+        )
 
         took, _, late_calls, out, err = signal_and_watch(child, stub, signal.SIGINT, group=True)
 
@@ -274,7 +276,9 @@ def test_kill_9_leaves_no_prefect_server_behind(tmp_path: Path) -> None:
         child = start_run(tmp_path, stub, db, standalone_env())
         wait_for_judgments(child, db, at_least=20)
         helpers = descendants(child.pid)
-        assert any("juryflow.prefect_server" in " ".join(p.cmdline()) for p in helpers)
+        assert any(
+            "juryflow.flows.runtime.prefect_server" in " ".join(p.cmdline()) for p in helpers
+        )
         child.kill()
         child.communicate(timeout=30)
         # the kernel's parent-death signal (and the server's own watch) end it

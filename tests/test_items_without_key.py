@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from juryflow.judges.records import GoldLabels, Item
+from juryflow.maths.records import GoldLabels, Item
 from juryflow.storage.schema import LATEST_VERSION, MIGRATIONS
 from juryflow.storage.store import Store
 
@@ -128,7 +128,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from juryflow.judges.records import Item
+    from juryflow.maths.records import Item
     from juryflow.storage.store import Store
 
     store = Store(Path(sys.argv[1]))

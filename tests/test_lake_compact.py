@@ -25,11 +25,11 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.judges.consensus import panel_consensus
-from juryflow.judges.records import Item, Judgment, Span
+from juryflow.maths.consensus import panel_consensus
+from juryflow.maths.records import Item, Judgment, Span
 from juryflow.storage.connection import close_lakes
-from juryflow.storage.lake import open_lake
-from juryflow.storage.lake_maintenance import FILE_STORE_NOTE, compact
+from juryflow.storage.lake.attach import open_lake
+from juryflow.storage.lake.maintenance import FILE_STORE_NOTE, compact
 from juryflow.storage.schema import TABLES
 from juryflow.storage.store import RunRecord, Store
 from tests.pg_server import PgServer, pg_server
@@ -301,7 +301,7 @@ def test_compaction_while_another_process_appends(lake: Lake) -> None:
 _COMPACTOR = textwrap.dedent(
     """
     import dataclasses, json, sys
-    from juryflow.storage.lake_maintenance import compact
+    from juryflow.storage.lake.maintenance import compact
     from juryflow.storage.store import Store
     print(json.dumps(dataclasses.asdict(compact(Store(sys.argv[1]), keep_days=0))))
     """

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from juryflow.storage.connection import StoreError
-from juryflow.storage.lake import (
+from juryflow.storage.lake.attach import (
     LAKE_ALIAS,
     LakeTarget,
     attach_lake,
@@ -146,7 +146,7 @@ def test_extensions_load_from_the_wheels_with_autoloading_off(
 
 
 def test_a_missing_wheel_names_the_extra() -> None:
-    from juryflow.storage.lake import _package_file
+    from juryflow.storage.lake.attach import _package_file
 
     with pytest.raises(StoreError, match=r"pip install 'juryflow\[lake\]'"):
         _package_file("duckdb_extension_not_there", "ducklake")
@@ -311,7 +311,7 @@ def test_compaction_merge_expire_cleanup(lake: duckdb.DuckDBPyConnection, tmp_pa
 _WORKER = textwrap.dedent(
     """
     import json, sys, time, duckdb
-    from juryflow.storage.lake import attach_lake, load_lake_extensions, parse_lake_target
+    from juryflow.storage.lake.attach import attach_lake, load_lake_extensions, parse_lake_target
     dsn, data, mode, worker, n, retries = sys.argv[1:7]
     con = duckdb.connect()
     load_lake_extensions(con)
@@ -460,7 +460,7 @@ def test_confinement_needs_the_data_path_allowed_and_leaves_postgres_query_open(
 _CLAIMER = textwrap.dedent(
     """
     import json, sys, time, duckdb
-    from juryflow.storage.lake import attach_lake, load_lake_extensions, parse_lake_target
+    from juryflow.storage.lake.attach import attach_lake, load_lake_extensions, parse_lake_target
     dsn, me = sys.argv[1:3]
     con = duckdb.connect()
     load_lake_extensions(con)
@@ -521,7 +521,9 @@ def test_concurrent_first_attach_of_a_new_catalog_is_retried(lake_dsn: str, tmp_
         """
         import sys, duckdb
         from juryflow.storage.connection import StoreError
-        from juryflow.storage.lake import attach_lake, load_lake_extensions, parse_lake_target
+        from juryflow.storage.lake.attach import (
+            attach_lake, load_lake_extensions, parse_lake_target,
+        )
         con = duckdb.connect()
         load_lake_extensions(con)
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import StoreError, close_lakes
 from juryflow.storage.store import Store
 from tests.pg_server import PgServer, pg_server

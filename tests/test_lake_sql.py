@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from juryflow.cli import app
 from juryflow.storage.connection import close_lakes, resolve_target
-from juryflow.storage.lake import LakeTarget, current_snapshot, open_lake
+from juryflow.storage.lake.attach import LakeTarget, current_snapshot, open_lake
 from juryflow.storage.sql_guard import confined_connection
 from juryflow.storage.store import RunRecord, Store
 from tests.pg_server import PgServer, pg_server

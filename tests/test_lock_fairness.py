@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.connection import (
     Patience,
     StoreLockedError,

@@ -24,7 +24,7 @@ from juryflow.judges.budget import (
     check_enforceable,
 )
 from juryflow.judges.panel import parse_panel
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
 
@@ -129,7 +129,7 @@ async def test_a_judge_starts_no_call_past_the_budget(
     are exactly the calls the budget let start, and they overshoot by at most 32 calls."""
     from juryflow.judges.factory import build_judge
     from juryflow.judges.llm_judge import LLMJudge
-    from juryflow.judges.records import Item
+    from juryflow.maths.records import Item
     from juryflow.storage.datasets import read_items
 
     monkeypatch.setenv(KEY, "sk-budget")
@@ -139,9 +139,17 @@ async def test_a_judge_starts_no_call_past_the_budget(
         panel = parse_panel(
             {
                 "prices": {"stub-spans-good": {"input": 3.0, "output": 15.0}},
-                "judges": [{"id": "a", "provider": "anthropic", "model": "stub-spans-good",
-                            "prompt": "data2txt_spans", "base_url": stub.anthropic_base_url,
-                            "api_key_env": KEY, "max_concurrency": 32}],
+                "judges": [
+                    {
+                        "id": "a",
+                        "provider": "anthropic",
+                        "model": "stub-spans-good",
+                        "prompt": "data2txt_spans",
+                        "base_url": stub.anthropic_base_url,
+                        "api_key_env": KEY,
+                        "max_concurrency": 32,
+                    }
+                ],
             }
         )
         judge = build_judge(panel.judges[0], panel.prices)

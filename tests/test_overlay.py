@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juryflow.viewer.overlay import JUDGE_COLOURS, JUDGE_LINE_STYLES, Layer, segments
-from juryflow.viewer.templating import TEMPLATES_DIR, environment
+from juryflow.pages.overlay import JUDGE_COLOURS, JUDGE_LINE_STYLES, Layer, segments
+from juryflow.pages.templating import TEMPLATES_DIR, environment
 
 KEYS = ("j0", "j1", "j2", "consensus", "gold")
 

@@ -15,6 +15,10 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
+# juryflow/ (the face) and the folder of each layer below it, each `juryflow.<folder>`
+LAYER_FOLDERS = ("juryflow", "flows", "analysis", "planning", "standin", "storage", "judges")
+LAYER_FOLDERS += ("prompts", "maths")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -36,11 +40,21 @@ def test_the_wheel_installs_only_juryflow(wheel: Path) -> None:
         "juryflow/__init__.py",
         "juryflow/__main__.py",
         "juryflow/py.typed",
-        "juryflow/cli.py",
-        "juryflow/judges/consensus.py",
+        "juryflow/cli/commands.py",
+        "juryflow/viewer/static/viewer.js",
+        "juryflow/pages/templates/report.html",
+        "juryflow/pages/templates/_report.css",
+        "juryflow/flows/evaluate.py",
+        "juryflow/flows/runtime/interrupts.py",
+        "juryflow/analysis/agreement_report.py",
+        "juryflow/planning/run_setup.py",
+        "juryflow/standin/server.py",
+        "juryflow/maths/consensus.py",
         "juryflow/judges/providers/anthropic.py",
         "juryflow/judges/detectors/__init__.py",
         "juryflow/storage/store.py",
+        "juryflow/storage/lake/attach.py",
+        "juryflow/storage/reads/run_queries.py",
         "juryflow/prompts/catalog.yaml",
         "juryflow/prompts/templates/data2txt_spans.v1.txt",
         "juryflow/examples/ragtruth_data2txt_sample.jsonl",
@@ -92,7 +106,7 @@ def _third_party_imports() -> set[str]:
     import ast
 
     names: set[str] = set()
-    for folder in ("flows", "judges", "prompts", "storage"):
+    for folder in LAYER_FOLDERS:
         for path in (REPO / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
@@ -122,3 +136,48 @@ def test_runtime_dependencies_are_what_runtime_code_imports() -> None:
     # fastapi is pinned only to keep prefect's server importable (see pyproject.toml).
     assert declared - imported == {"fastapi"}
     assert imported - declared - extras == set()
+
+
+def test_a_plain_editable_install_runs_the_bundled_sample(tmp_path: Path) -> None:
+    """`pip install -e .` without setuptools' strict mode: the install most contributors type."""
+    import site
+    import venv
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    # the dependencies come from this test's environment (a path line, not its .pth files:
+    # this environment's own editable juryflow stays out); juryflow itself is installed anew
+    (purelib,) = (
+        Path(p)
+        for p in subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    )
+    (purelib / "deps.pth").write_text(site.getsitepackages()[0] + "\n", encoding="utf-8")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr
+    db = tmp_path / "plain.duckdb"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph")}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(
+        [env_dir / "bin" / "juryflow", "run", "--limit", "3", "--db", str(db)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        (dataset,) = con.execute("SELECT dataset FROM runs").fetchone() or ("",)
+        (items,) = con.execute("SELECT count(*) FROM items").fetchone() or (0,)
+    assert items == 3
+    assert dataset == str(REPO / "examples" / "ragtruth_data2txt_sample.jsonl")

@@ -22,9 +22,9 @@ from juryflow.judges.providers.anthropic import AnthropicClient
 from juryflow.judges.providers.base import MissingKeyError, ModelRequest, ProviderError
 from juryflow.judges.providers.openai import OpenAIClient
 from juryflow.judges.ratelimit import reset_limiters
-from juryflow.judges.records import Item, Judgment
-from juryflow.judges.stub_server import StubConfig, StubHandle, good_spans, running_stub_server
+from juryflow.maths.records import Item, Judgment
 from juryflow.prompts.loader import load_template
+from juryflow.standin.server import StubConfig, StubHandle, good_spans, running_stub_server
 
 FAKE_KEY = "sk-test-fake-key-0123456789abcdef"
 PROVIDERS = ("anthropic", "openai")
@@ -648,7 +648,7 @@ async def test_pool_is_sized_from_max_concurrency(
 async def test_one_client_per_endpoint_and_loop_reused_across_chunks_and_closed_at_run_end(
     stub: StubHandle, keys: str, provider: str
 ) -> None:
-    from juryflow.tasks import close_judges, judge_chunk, judge_for
+    from juryflow.flows.tasks import close_judges, judge_chunk, judge_for
 
     spec = JudgeSpec(
         id=f"{provider}-judge",

@@ -93,6 +93,10 @@ def readme_commands(text: str) -> list[Command]:
 ELSEWHERE: dict[str, tuple[str, str]] = {
     "bash scripts/test.sh": (".ci/run", "bash scripts/test.sh"),
     "bash scripts/run-sample.sh": (".ci/run", "bash scripts/run-sample.sh"),
+    # the contributor's plain editable install; tests/test_package.py runs the sample on one
+    "python3 -m venv .venv": ("scripts/test.sh", "python3 -m venv .venv"),
+    ".venv/bin/python -m pip install -e .[dev]": ("scripts/test.sh", 'pip install -e ".[dev]"'),
+    ".venv/bin/lint-imports": ("scripts/test.sh", ".venv/bin/lint-imports"),
     ".venv/bin/python bench/bench_consensus.py": (".ci/run", "bench/bench_consensus.py"),
     "juryflow reaggregate RUN --consensus spans=at_least:2 --consensus verdict=spans": (
         "tests/test_reaggregate.py",

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.judges.consensus import item_consensus, majority_runs
-from juryflow.judges.records import Judgment, Span
+from juryflow.maths.consensus import item_consensus, majority_runs
+from juryflow.maths.records import Judgment, Span
 from tests.conftest import SAMPLE
 
 ITEM = "item-1"
@@ -24,7 +24,7 @@ def span_judge(judge_id: str, offsets: list[tuple[int, int]]) -> Judgment:
     return Judgment(ITEM, judge_id, "spans", 1.0 if spans else 0.0, spans=spans)
 
 
-# -- min_votes in juryflow.judges.consensus ----------------------------------------------------
+# -- min_votes in juryflow.maths.consensus ----------------------------------------------------
 
 
 def test_majority_runs_min_votes_replaces_the_strict_majority() -> None:
@@ -65,7 +65,7 @@ def test_item_consensus_with_min_votes() -> None:
 
 @pytest.fixture
 def evaluated(tmp_path: Path, db_path: Path, prefect_harness: None) -> str:
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     rows = SAMPLE.read_text(encoding="utf-8").splitlines()[:20]
     subset = tmp_path / "subset.jsonl"
@@ -81,11 +81,11 @@ def no_judges(evaluated: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("reaggregate called a judge")
 
+    import juryflow.flows.tasks
     import juryflow.judges.detectors.registry
     import juryflow.judges.factory
-    import juryflow.tasks
 
-    monkeypatch.setattr(juryflow.tasks, "judge_for", refuse)
+    monkeypatch.setattr(juryflow.flows.tasks, "judge_for", refuse)
     monkeypatch.setattr(juryflow.judges.detectors.registry, "get_detector", refuse)
     for name in dir(juryflow.judges.factory):
         factory = juryflow.judges.factory
@@ -123,7 +123,7 @@ def _span_chars(db: Path, run_id: str) -> int:
 def test_reaggregate_with_the_same_rules_reproduces_the_consensus(
     evaluated: str, db_path: Path
 ) -> None:
-    from juryflow.reaggregate import reaggregate
+    from juryflow.flows.reaggregate import reaggregate
 
     summary = asyncio.run(reaggregate(run_id=evaluated, db=str(db_path)))
     new = summary["run_id"]
@@ -144,7 +144,7 @@ def test_reaggregate_with_the_same_rules_reproduces_the_consensus(
 
 @pytest.mark.usefixtures("no_judges")
 def test_reaggregate_min_votes_and_quorum_into_a_new_run(evaluated: str, db_path: Path) -> None:
-    from juryflow.reaggregate import reaggregate
+    from juryflow.flows.reaggregate import reaggregate
 
     summary = asyncio.run(reaggregate(run_id=evaluated, db=str(db_path), quorum=3, min_votes=1))
     new = summary["run_id"]
@@ -181,7 +181,7 @@ def test_reaggregate_min_votes_and_quorum_into_a_new_run(evaluated: str, db_path
 
 @pytest.mark.usefixtures("no_judges")
 def test_reaggregate_rejects_what_does_not_fit(evaluated: str, db_path: Path) -> None:
-    from juryflow.reaggregate import ReaggregateError, reaggregate
+    from juryflow.flows.reaggregate import ReaggregateError, reaggregate
 
     with pytest.raises(ValueError, match="quorum 4"):
         asyncio.run(reaggregate(run_id=evaluated, db=str(db_path), quorum=4))

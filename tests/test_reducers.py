@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import juryflow.judges.reducers
-from juryflow.judges.consensus import item_consensus
-from juryflow.judges.records import Judgment, Span
-from juryflow.judges.reducers import (
+import juryflow.maths.reducers
+from juryflow.maths.consensus import item_consensus
+from juryflow.maths.records import Judgment, Span
+from juryflow.maths.reducers import (
     Ballot,
     ConsensusRule,
     Reliability,
@@ -33,7 +33,7 @@ weights_st = st.floats(0.1, 10)
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(juryflow.judges.reducers)
+    result = doctest.testmod(juryflow.maths.reducers)
     assert result.attempted > 20 and result.failed == 0
 
 
@@ -143,9 +143,7 @@ verdicts_st = st.lists(st.booleans(), min_size=1, max_size=9)
 
 def _ballot(verdicts: list[bool], score: float = 0.0, spans: bool = False) -> Ballot:
     n = len(verdicts)
-    return Ballot(
-        tuple(f"j{i}" for i in range(n)), np.asarray(verdicts), np.ones(n), score, spans
-    )
+    return Ballot(tuple(f"j{i}" for i in range(n)), np.asarray(verdicts), np.ones(n), score, spans)
 
 
 @PROPERTY

@@ -12,8 +12,8 @@ import duckdb
 import numpy as np
 import pytest
 
-import juryflow.judges.regression_stats
-from juryflow.judges.regression_stats import (
+import juryflow.maths.regression_stats
+from juryflow.maths.regression_stats import (
     Comparison,
     JudgeDrift,
     ScoreChange,
@@ -33,7 +33,7 @@ from tests.conftest import SAMPLE
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(juryflow.judges.regression_stats)
+    result = doctest.testmod(juryflow.maths.regression_stats)
     assert result.failed == 0 and result.attempted > 0
 
 
@@ -184,7 +184,7 @@ def _panel(tmp_path: Path, name: str, numbers_detector: str) -> str:
 def test_regression_flow_fails_naming_the_judge_that_changed(
     tmp_path: Path, subset: Path, db_path: Path
 ) -> None:
-    from juryflow.regression import RegressionDetected, regression
+    from juryflow.flows.regression import RegressionDetected, regression
 
     good = _panel(tmp_path, "good.yaml", "numbers")
     # same judge ids, but the judge called 'numbers' now runs the content detector
@@ -269,7 +269,7 @@ async def _assert_artifacts(run_id: str) -> None:
 def test_pinned_baseline_that_does_not_exist_fails_before_judging(
     subset: Path, db_path: Path
 ) -> None:
-    from juryflow.regression import regression
+    from juryflow.flows.regression import regression
 
     state = asyncio.run(
         regression(dataset=str(subset), db=str(db_path), baseline="nope", return_state=True)  # type: ignore[call-overload]

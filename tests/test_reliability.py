@@ -1,4 +1,4 @@
-"""juryflow.judges.reliability against crowd-kit's Dawid–Skene, textbook EM, simulated truth."""
+"""juryflow.maths.reliability against crowd-kit's Dawid–Skene, textbook EM, simulated truth."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import juryflow.judges.reliability
-from juryflow.judges.reliability import (
+import juryflow.maths.reliability
+from juryflow.maths.reliability import (
     DawidSkeneFit,
     conditional_dependence,
     dawid_skene,
@@ -475,5 +475,5 @@ def test_dependence_rejects_a_fit_of_other_votes() -> None:
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(juryflow.judges.reliability)
+    result = doctest.testmod(juryflow.maths.reliability)
     assert result.attempted > 0 and result.failed == 0

@@ -15,15 +15,15 @@ from urllib.parse import unquote
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.judges.consensus import item_consensus
-from juryflow.judges.records import GoldLabels, Item, Judgment, Span
-from juryflow.judges.regression_stats import (
+from juryflow.maths.consensus import item_consensus
+from juryflow.maths.records import GoldLabels, Item, Judgment, Span
+from juryflow.maths.regression_stats import (
     Thresholds,
     check_thresholds,
     compare,
     regression_message,
 )
-from juryflow.report import render_report, write_report
+from juryflow.report.html import render_report, write_report
 from juryflow.storage.comparisons import save_comparison
 from juryflow.storage.store import RunRecord, Store
 from tests.headless_chromium import headless_chromium

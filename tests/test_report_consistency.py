@@ -1,8 +1,9 @@
 """The HTML report shows the numbers `juryflow agreement` / `disagreements` show, no others.
 
 Every agreement, accuracy and bias figure of the report comes from
-:func:`juryflow.analysis.agreement_report`, and its disputed items from
-:func:`juryflow.analysis.disagreements`. Checked on two mixed panels (a score-only judge next
+:func:`juryflow.analysis.agreement_report.agreement_report`, and its disputed items from
+:func:`juryflow.analysis.agreement_report.disagreements`. Checked on two mixed panels (a
+score-only judge next
 to span judges): a hand-built store whose numbers are known, and a real run of the
 Prefect flow against the stand-in model server.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from juryflow.analysis import (
+from juryflow.analysis.agreement_report import (
     Accuracy,
     AgreementReport,
     JudgeSummary,
@@ -29,9 +30,9 @@ from juryflow.analysis import (
     agreement_report,
     disagreements,
 )
-from juryflow.judges.consensus import item_consensus
-from juryflow.judges.records import GoldLabels, Item, Judgment, Span
-from juryflow.report import render_report
+from juryflow.maths.consensus import item_consensus
+from juryflow.maths.records import GoldLabels, Item, Judgment, Span
+from juryflow.report.html import render_report
 from juryflow.storage.store import RunRecord, Store
 from tests.conftest import SAMPLE
 
@@ -202,8 +203,8 @@ def _hand_store(path: Path) -> Store:
 def prefect_run(
     prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Store, str]]:
-    from juryflow.evaluate import evaluate
-    from juryflow.judges.stub_server import StubConfig, running_stub_server
+    from juryflow.flows.evaluate import evaluate
+    from juryflow.standin.server import StubConfig, running_stub_server
 
     folder = tmp_path_factory.mktemp("report-run")
     subset = folder / "subset.jsonl"

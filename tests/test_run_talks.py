@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from juryflow import progress
-from juryflow.artifacts import run_markdown
-from juryflow.judges.records import Judgment, Usage
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
-from juryflow.progress_view import PlainTicker, Tally, live_bar, progress_seconds
-from juryflow.report import load_report_data, summary_section
+from juryflow.flows.artifacts import run_markdown
+from juryflow.flows.runtime import progress
+from juryflow.maths.records import Judgment, Usage
+from juryflow.report.html import load_report_data, summary_section
 from juryflow.runner import _listener
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
+from juryflow.terminal.progress_view import PlainTicker, Tally, live_bar, progress_seconds
 from tests.test_faults import synthetic_dataset
 from tests.test_resume import child_env
 

@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.run_setup import ResumeRequest, plan_run, resume_conflicts
-from juryflow.storage.run_queries import RunIdError, resolve_run_id
+from juryflow.planning.run_setup import ResumeRequest, plan_run, resume_conflicts
+from juryflow.storage.reads.run_queries import RunIdError, resolve_run_id
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
 

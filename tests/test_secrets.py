@@ -28,7 +28,6 @@ from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec, PanelSpec, parse_panel
 from juryflow.judges.providers.base import ProviderError
 from juryflow.judges.ratelimit import reset_limiters
-from juryflow.judges.records import Item, unscored
 from juryflow.judges.redact import (
     MASK,
     known_secrets,
@@ -38,7 +37,8 @@ from juryflow.judges.redact import (
     url_secrets,
 )
 from juryflow.judges.retry import RetriesExhausted
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.maths.records import Item, unscored
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import connect
 from juryflow.storage.files import current_umask, private_file, private_files, write_private_text
 from juryflow.storage.journal import Journal
@@ -575,7 +575,7 @@ def test_a_failed_runs_error_is_stored_redacted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No path of today's flow puts a URL in runs.error, so a failure is injected that does."""
-    import juryflow.evaluate as evaluate_module
+    import juryflow.flows.evaluate as evaluate_module
 
     url = f"http://alice:{PASSWORD}@gw.example.test/v1?api_key={QUERY_SECRET}"
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.judges.stub_server import StubConfig, running_stub_server
+from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
@@ -112,7 +112,7 @@ def test_hostile_item_text_cannot_break_out_of_its_prompt(
     """Hostile data travels through a real judge; the prompt the model saw keeps its shape."""
     import json
 
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     monkeypatch.setenv("JURYFLOW_TEST_KEY", "sk-test")
     hostile = (

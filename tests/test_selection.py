@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.judges.records import Item
+from juryflow.maths.records import Item
 from juryflow.storage.datasets import RowError, select_items
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE

@@ -4,7 +4,7 @@ Everything is real: a local Prefect server (tests/test_deploy.py's fixture), a p
 work pool, two `prefect worker start` processes, `prefect deploy --all` from the checkout
 and `prefect deployment run ... --watch`, as the README's "Many machines" section shows
 them; the lake's catalog is a real PostgreSQL (tests/pg_server.py); the judges of the
-cancelled run are the stand-in HTTP server (juryflow.judges.stub_server), slowed down.
+cancelled run are the stand-in HTTP server (juryflow.standin.server), slowed down.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import close_lakes
 from tests.pg_server import PgServer, pg_server
 from tests.test_deploy import _run, prefect_server
@@ -313,7 +313,7 @@ async def test_evaluate_sharded_refuses_a_duckdb_file_and_bad_shard_counts(
     prefect_harness: None, tmp_path: Path
 ) -> None:
     """One-line failures before anything is started (no deployment is needed for them)."""
-    from juryflow.sharded import evaluate_sharded
+    from juryflow.flows.sharded import evaluate_sharded
 
     file_db = str(tmp_path / "store.duckdb")
     cases: list[tuple[dict[str, Any], str]] = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from juryflow.judges.records import Judgment, Span
+from juryflow.maths.records import Judgment, Span
 from juryflow.storage.journal import Journal
 from juryflow.storage.schema import LATEST_VERSION
 from juryflow.storage.store import Store

@@ -16,7 +16,7 @@ from juryflow.storage.store import Store
 WRITER = textwrap.dedent(
     """
     import sys
-    from juryflow.judges.records import Judgment
+    from juryflow.maths.records import Judgment
     from juryflow.storage.store import Store
 
     store = Store(sys.argv[1])

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from juryflow.judges.providers.base import TOOL_NAME, output_schema
-from juryflow.judges.stub_server import (
+from juryflow.prompts.loader import load_template
+from juryflow.standin.server import (
     Rule,
     StubConfig,
     StubHandle,
@@ -26,7 +27,6 @@ from juryflow.judges.stub_server import (
     repeated_word,
     running_stub_server,
 )
-from juryflow.prompts.loader import load_template
 
 ARTICLE = (
     "The team won 3 of 4 games in May. The team lost to Leeds at home, and the coach "
@@ -282,7 +282,7 @@ async def test_serves_many_requests_at_once() -> None:
 
 def test_command_line_entry_point() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "juryflow.judges.stub_server", "--port", "0", "--latency-ms", "1"],
+        [sys.executable, "-m", "juryflow.standin.server", "--port", "0", "--latency-ms", "1"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -18,13 +18,14 @@ import httpx
 import pytest
 
 from juryflow.judges.factory import build_judge
-from juryflow.judges.gold import span_prf
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.ratelimit import reset_limiters
-from juryflow.judges.records import Item, Judgment
-from juryflow.judges.stub_server import StubConfig, StubHandle, parse_model, running_stub_server
-from juryflow.judges.stub_sim import (
+from juryflow.maths.gold import span_prf
+from juryflow.maths.records import Item, Judgment
+from juryflow.prompts.loader import load_template
+from juryflow.standin.server import StubConfig, StubHandle, parse_model, running_stub_server
+from juryflow.standin.simulator import (
     Gold,
     GoldEntry,
     SimScore,
@@ -33,7 +34,6 @@ from juryflow.judges.stub_sim import (
     parse_sim,
     response_in,
 )
-from juryflow.prompts.loader import load_template
 from juryflow.storage.datasets import read_items
 
 RAGTRUTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
@@ -376,7 +376,7 @@ def test_module_entry_point_serves_sim_judges_from_gold(tmp_path: Path) -> None:
     label = {"start": 34, "end": 51, "text": "ramen on Sundays."}
     dataset.write_text(json.dumps({"response": response, "labels": [label]}) + "\n")
     prompt = load_template(SPANS_PROMPT).render({"reference": "{}", "response": response})
-    stand_in = [sys.executable, "-m", "juryflow.judges.stub_server"]
+    stand_in = [sys.executable, "-m", "juryflow.standin.server"]
     process = subprocess.Popen(
         [*stand_in, "--port", "0", "--gold", str(dataset)],
         stdout=subprocess.PIPE,

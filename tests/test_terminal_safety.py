@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from juryflow.output import dump_json, print_run_summary, safe_text
+from juryflow.terminal.output import dump_json, print_run_summary, safe_text
 from tests.conftest import REPO, SAMPLE
 
 ESC, BEL, CSI8 = "\x1b", "\x07", "\x9b"

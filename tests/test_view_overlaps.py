@@ -24,8 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juryflow.judges import span_overlaps as so
-from juryflow.judges.records import (
+from juryflow.maths import span_overlaps as so
+from juryflow.maths.records import (
     Consensus,
     ConsensusSpan,
     GoldLabels,
@@ -376,7 +376,7 @@ def test_bench_storage_writes_and_counts() -> None:
 def test_reading_a_store_at_an_older_schema_brings_it_up_to_date(tmp_path: Path) -> None:
     """`juryflow agreement` on a store whose views all exist, at schema 4: it migrates, so
     the views read the stored overlaps instead of the older, slower definitions."""
-    from juryflow.storage.analysis import ensure_views
+    from juryflow.storage.reads.analysis import ensure_views
 
     path = tmp_path / "s.duckdb"
     new_store(path)

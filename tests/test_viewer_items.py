@@ -23,7 +23,7 @@ import pytest
 
 import juryflow
 from juryflow.storage.annotations import latest_annotation
-from juryflow.storage.item_queries import item_measures
+from juryflow.storage.reads.item_queries import item_measures
 from juryflow.storage.store import Store
 from juryflow.viewer.server import RunningViewer, start_in_thread
 from juryflow.viewer.state import ViewerState

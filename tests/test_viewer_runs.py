@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 import juryflow
-from juryflow.analysis import agreement_report
-from juryflow.judges.regression_stats import Thresholds
-from juryflow.regression import compare_runs
+from juryflow.analysis.agreement_report import agreement_report
+from juryflow.flows.regression import compare_runs
+from juryflow.maths.regression_stats import Thresholds
 from juryflow.storage.store import Store
 from juryflow.viewer.server import RunningViewer, start_in_thread
 from juryflow.viewer.state import ViewerState
@@ -283,6 +283,7 @@ def test_a_bad_request_is_one_line(client: httpx.Client, path: str, status: int,
 
 
 # -- in a real browser ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:

@@ -1,9 +1,10 @@
 """The agreement views: hand-computed numbers, and the same numbers as the numpy maths.
 
 Hand-built stores (records written with the Store's own inserts, consensus from
-``juryflow.judges.consensus``) pin exact values; a randomised store and a real offline run check
-that every view agrees with :func:`juryflow.analysis.agreement_report`, which is built on the
-tested numpy functions of ``juryflow.judges.agreement`` / ``juryflow.judges.gold``.
+``juryflow.maths.consensus``) pin exact values; a randomised store and a real offline run check
+that every view agrees with :func:`juryflow.analysis.agreement_report.agreement_report`, which
+is built on the
+tested numpy functions of ``juryflow.maths.agreement`` / ``juryflow.maths.gold``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juryflow.analysis import AgreementReport, agreement_report
-from juryflow.judges.consensus import panel_consensus
-from juryflow.judges.records import GoldLabels, Item, Judgment, OutputKind, Span, unscored
-from juryflow.storage import analysis as sa
+from juryflow.analysis.agreement_report import AgreementReport, agreement_report
+from juryflow.maths.consensus import panel_consensus
+from juryflow.maths.records import GoldLabels, Item, Judgment, OutputKind, Span, unscored
+from juryflow.storage.reads import analysis as sa
 from juryflow.storage.store import RunRecord, Store
 
 # Every character is its own word, so consensus spans are never widened by word snapping.
@@ -413,7 +414,7 @@ def test_views_are_created_for_an_older_store(tmp_path: Path) -> None:
 def offline_store(
     prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Store]:
-    from juryflow.evaluate import evaluate
+    from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("views") / "offline.duckdb"
     asyncio.run(evaluate(db=str(db)))
@@ -437,7 +438,7 @@ def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> N
     """The view's span counts (from the consensus step) against Python sets of characters."""
     import random
 
-    from juryflow.judges.records import Judgment, Span
+    from juryflow.maths.records import Judgment, Span
     from juryflow.storage.store import Store
 
     rng = random.Random(11)
@@ -459,7 +460,7 @@ def test_item_disagreement_span_counts_match_character_sets(tmp_path: Path) -> N
         expected[item_id] = (len(union), len(flagged[0] & flagged[1] & flagged[2]))
     store.insert_items("r", items)
     store.insert_judgments("r", judgments)
-    from juryflow.judges.consensus import item_consensus
+    from juryflow.maths.consensus import item_consensus
 
     store.insert_consensus(
         "r",

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from juryflow.flows.workers import check_workers, default_workers, share
 from juryflow.judges.panel import JudgeSpec, PanelSpec
-from juryflow.judges.stub_server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
-from juryflow.workers import check_workers, default_workers, share
 from tests.test_faults import synthetic_dataset
 from tests.test_interrupts import (
     assert_interrupted_cleanly,
@@ -99,8 +99,7 @@ def test_the_command_line_refuses_workers_with_a_budget_in_one_line(tmp_path: Pa
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
-        "error: --max-cost is kept by one process counting every call: drop --workers or "
-        "--max-cost"
+        "error: --max-cost is kept by one process counting every call: drop --workers or --max-cost"
     ], done.stderr
     assert not (tmp_path / "x.duckdb").exists()
 
@@ -146,9 +145,7 @@ def test_two_workers_store_what_one_process_stores(tmp_path: Path) -> None:
         assert two.returncode == 0, two.stdout + two.stderr
         assert stub.stats.requests() - before == ITEMS * len(JUDGES)  # each call once
     assert "Traceback" not in two.stderr, two.stderr
-    judgments = (
-        "SELECT item_id, judge_id, score, unscored_reason, raw_output FROM judgments"
-    )
+    judgments = "SELECT item_id, judge_id, score, unscored_reason, raw_output FROM judgments"
     consensus = "SELECT item_id, status, score_median, hallucinated FROM consensus"
     spans = "SELECT item_id, span_index, char_start, char_end FROM consensus_spans"
     for sql in (judgments, consensus, spans):

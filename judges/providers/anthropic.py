@@ -19,8 +19,8 @@ from juryflow.judges.providers.base import (
     http_library,
     output_schema,
 )
-from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
+from juryflow.maths.records import OutputKind
 
 
 @functools.cache

@@ -19,7 +19,6 @@ from types import ModuleType
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
-from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import (
     header_secrets,
     protect_logs,
@@ -27,6 +26,7 @@ from juryflow.judges.redact import (
     remember_secret,
     url_secrets,
 )
+from juryflow.maths.records import OutputKind
 
 ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth", "not_found"]
 

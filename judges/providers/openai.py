@@ -25,13 +25,11 @@ from juryflow.judges.providers.base import (
     http_library,
     output_schema,
 )
-from juryflow.judges.records import OutputKind
 from juryflow.judges.redact import redact_text
+from juryflow.maths.records import OutputKind
 
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
-
-
 
 
 @functools.cache

@@ -1,0 +1,166 @@
+"""`juryflow calibrate RUN`: choose a consensus rule from a labelled run, store it by name.
+
+Wiring only: rows from :mod:`juryflow.storage.reads.analysis`, maths in
+:mod:`juryflow.maths.calibration`, the
+stored record in :mod:`juryflow.storage.store`. Applying it: ``juryflow run --calibration NAME`` or
+``juryflow reaggregate RUN --calibration NAME``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from juryflow.judges.panel import parse_panel
+from juryflow.maths.calibration import CalibrationData, CalibrationResult, calibrate, word_ids
+from juryflow.maths.consensus import coverage
+from juryflow.maths.gold import PRF
+from juryflow.maths.reducers import ConsensusRule
+from juryflow.storage.annotations import GoldSource
+from juryflow.storage.reads.analysis import CalibrationRows, RunNotFound, calibration_rows
+from juryflow.storage.store import CalibrationRecord, Store
+
+
+class NoLabels(RunNotFound):
+    """The run has no labels of the chosen gold source; the message names how to get some."""
+
+
+_HOW_TO_LABEL = {
+    "dataset": "its dataset has no `labels` / `hallucinated` columns; annotate items with "
+    "`juryflow view` and pass --gold annotations, or run a labelled dataset",
+    "annotations": "annotate some with `juryflow view` (its queue walks the most disputed "
+    "first), or use --gold dataset",
+    "both": "annotate some with `juryflow view`, or run a labelled dataset",
+}
+
+
+def calibration_data(rows: CalibrationRows, quorum: int) -> CalibrationData:
+    """Flatten a run's rows onto one character axis (every item's judged text end to end)."""
+    n, m = len(rows.judge_ids), len(rows.item_ids)
+    judge_row = {j: k for k, j in enumerate(rows.judge_ids)}
+    item_col = {i: k for k, i in enumerate(rows.item_ids)}
+    lengths = np.asarray([len(t) for t in rows.texts], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    n_chars = int(offsets[-1])
+    verdicts = np.full((n, m), np.nan)
+    scores = np.full((n, m), np.nan)
+    span_judge = np.asarray([rows.output_kinds.get(j) == "spans" for j in rows.judge_ids])
+    span_answered = np.zeros((n, m), dtype=bool)
+    for item_id, judge_id, score, verdict in rows.judgments:
+        if item_id not in item_col or judge_id not in judge_row or score is None:
+            continue
+        j, i = judge_row[judge_id], item_col[item_id]
+        scores[j, i] = float(score)
+        verdicts[j, i] = float(bool(verdict))
+        span_answered[j, i] = bool(span_judge[j])
+    covered = np.zeros((n, n_chars), dtype=bool)
+    by_pair: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for item_id, judge_id, start, end in rows.spans:
+        if item_id in item_col and judge_id in judge_row:
+            by_pair.setdefault((judge_row[judge_id], item_col[item_id]), []).append((start, end))
+    for (j, i), spans in by_pair.items():
+        if span_answered[j, i]:
+            covered[j, offsets[i] : offsets[i + 1]] = coverage([spans], int(lengths[i]))[0]
+    gold_chars = np.zeros(n_chars, dtype=bool)
+    span_labelled = np.zeros(m, dtype=bool)
+    for i, labels in enumerate(rows.gold_spans):
+        if labels is None:
+            continue
+        span_labelled[i] = True
+        gold_chars[offsets[i] : offsets[i + 1]] = coverage([labels], int(lengths[i]))[0]
+    words = [word_ids(t) for t in rows.texts]
+    # Word ids must be unique across items, so that snapping never crosses into another text.
+    shift = np.cumsum([0] + [int(w.max()) + 1 if w.size and w.max() >= 0 else 0 for w in words])
+    word_id = np.concatenate(
+        [np.where(w >= 0, w + shift[k], -1) for k, w in enumerate(words)] or [np.zeros(0)]
+    ).astype(np.int64)
+    return CalibrationData(
+        judge_ids=tuple(rows.judge_ids),
+        span_judge=span_judge,
+        verdicts=verdicts,
+        scores=scores,
+        covered=covered,
+        span_answered=span_answered,
+        char_item=np.repeat(np.arange(m), lengths),
+        word_id=word_id,
+        gold_verdict=np.asarray(
+            [np.nan if g is None else float(g) for g in rows.gold_hallucinated]
+        ),
+        gold_chars=gold_chars,
+        span_labelled=span_labelled,
+        groups=np.asarray(rows.groups, dtype=object),
+        quorum=quorum,
+    )
+
+
+def run_calibration(
+    store: Store,
+    run_id: str | None,
+    name: str,
+    folds: int = 5,
+    seed: int = 0,
+    group_column: str | None = None,
+    gold: GoldSource = "dataset",
+) -> tuple[CalibrationResult, CalibrationRecord]:
+    """Calibrate on RUN against the labels of gold source ``gold`` and store the result as
+    NAME (replacing an older one)."""
+    rows = calibration_rows(store, run_id, group_column, gold)
+    if all(g is None for g in rows.gold_hallucinated) and all(s is None for s in rows.gold_spans):
+        raise NoLabels(
+            f"run {rows.info.run_id} has no item labelled by --gold {gold}: {_HOW_TO_LABEL[gold]}"
+        )
+    run = store.get_run(rows.info.run_id)
+    assert run is not None  # calibration_rows resolved it
+    panel = parse_panel(run.panel, f"run {run.run_id}")
+    default = (
+        ConsensusRule.from_dict(run.consensus) if run.consensus else panel.consensus_rule()
+    ).resolve(panel.all_span_judges)
+    data = calibration_data(rows, run.quorum)
+    result = calibrate(data, default, folds=folds, seed=seed)
+    rule = ConsensusRule.from_dict({**result.rule.to_dict(), "name": name})
+    record = CalibrationRecord(
+        name=name,
+        created_at=datetime.now(UTC),
+        run_id=run.run_id,
+        rule=rule.to_dict(),
+        folds=folds,
+        group_column=rows.group_column,
+        seed=seed,
+        report=report_dict(result, rows.group_column, gold),
+    )
+    store.save_calibration(record)
+    return result, record
+
+
+def _prf(prf: PRF | None) -> dict[str, float] | None:
+    if prf is None:
+        return None
+    return {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
+
+
+def report_dict(
+    result: CalibrationResult, group_column: str | None, gold: GoldSource = "dataset"
+) -> dict[str, Any]:
+    """The calibration's figures as plain JSON (stored, and printed by ``--format json``)."""
+    return {
+        "gold_source": gold,
+        "rule": str(result.rule),
+        "folds": result.folds,
+        "items": result.n_items,
+        "groups": result.n_groups,
+        "group_column": group_column,
+        "fold_rules": list(result.fold_rules),
+        "notes": list(result.notes),
+        "predictors": [
+            {
+                "name": r.name,
+                "kind": r.kind,
+                "coverage": r.coverage,
+                "response": _prf(r.scored.response),
+                "spans": _prf(r.scored.spans),
+            }
+            for r in result.results
+        ],
+    }

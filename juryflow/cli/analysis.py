@@ -1,0 +1,508 @@
+"""`juryflow agreement` and `juryflow disagreements`: the agreement report in a terminal.
+
+Registered on the main app by :func:`register` (``juryflow/cli/commands.py``); the numbers come from
+:mod:`juryflow.analysis.agreement_report`, this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from juryflow.analysis.agreement_report import (
+    AgreementReport,
+    DisputedItem,
+    GroupAgreement,
+    SpanOut,
+    Stat,
+    agreement_report,
+    disagreements,
+)
+from juryflow.cli.runs import DbOption, resolve_or_exit
+from juryflow.cli.runs import fail as _fail
+from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
+from juryflow.terminal.output import dump_json, plain, safe_text
+
+console = Console()
+
+T = TypeVar("T")
+
+RunArgument = Annotated[
+    str | None, typer.Argument(help="Run id (default: the latest run in the store).")
+]
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+GoldOption = Annotated[
+    str,
+    typer.Option(
+        "--gold",
+        help="Whose labels are the human labels: dataset (the dataset's own), annotations "
+        "(reviewers' newest annotations from `juryflow view`; other items unlabelled) or "
+        "both (an item's newest annotation, else the dataset's label).",
+    ),
+]
+
+GOLD_DESCRIPTIONS: dict[str, str] = {
+    "dataset": "the dataset's labels",
+    "annotations": "reviewers' annotations",
+    "both": "annotations, else the dataset's labels",
+}
+
+SPAN_TEXT_CHARS = 60
+
+
+def _load(fn: Callable[[], T]) -> T:
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.reads.analysis import RunNotFound
+
+    try:
+        return fn()
+    except (RunNotFound, StoreError) as error:
+        _fail(str(error.args[0] if error.args else error))
+        raise  # unreachable: _fail raises
+    except (duckdb.Error, ValueError) as error:  # DuckDB's own message says what is wrong
+        _fail(f"{type(error).__name__}: {error}")
+        raise
+
+
+def gold_source(value: str) -> GoldSource:
+    """``--gold`` checked against the sources there are (exit 2 otherwise)."""
+    for source in GOLD_SOURCES:
+        if value == source:
+            return source
+    _fail(f"--gold {value!r}: use one of {', '.join(GOLD_SOURCES)}")
+    raise AssertionError  # unreachable: _fail raises
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def _stat(stat: Stat | None) -> Text:
+    return Text("—") if stat is None else plain(stat.show())
+
+
+def _print_json(payload: Any) -> None:
+    console.file.write(dump_json(payload) + "\n")
+
+
+# -- agreement ------------------------------------------------------------------------
+
+_GROUP_METRICS: tuple[tuple[str, str], ...] = (
+    ("Krippendorff α, interval (scores)", "alpha_interval"),
+    ("Krippendorff α, ordinal (scores)", "alpha_ordinal"),
+    ("Fleiss κ (verdicts)", "fleiss_kappa"),
+    ("percent agreement (verdicts)", "percent_agreement"),
+    ("mean pairwise Cohen κ", "mean_cohen_kappa"),
+    ("mean pairwise span F1 (chars)", "mean_span_f1"),
+    ("effective panel size (errors vs gold)", "effective_panel_size"),
+)
+
+
+def _group_table(groups: list[GroupAgreement], has_gold: bool) -> Table:
+    table = Table(title="Agreement", title_justify="left")
+    table.add_column("metric")
+    for group in groups:
+        table.add_column(plain(f"{group.name} ({len(group.judges)})"), overflow="fold")
+        table.add_column("n", justify="right", style="dim")
+    for label, field in _GROUP_METRICS:
+        if field == "effective_panel_size" and not has_gold:
+            continue
+        cells: list[str | Text] = [label]
+        for group in groups:
+            stat: Stat | None = getattr(group, field)
+            cells += [_stat(stat), str(stat.n) if stat is not None and stat.n else ""]
+        table.add_row(*cells)
+    return table
+
+
+def _pairs_table(group: GroupAgreement) -> Table:
+    table = Table(title="Judge pairs", title_justify="left")
+    for name, justify in (
+        ("judge A", "left"),
+        ("judge B", "left"),
+        ("items", "right"),
+        ("verdict agreement", "right"),
+        ("Cohen κ", "right"),
+        ("span items", "right"),
+        ("span F1", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for p in group.pairs:
+        table.add_row(
+            plain(p.judge_a),
+            plain(p.judge_b),
+            str(p.n_items),
+            _stat(p.verdict_agreement),
+            _stat(p.cohen_kappa),
+            str(p.n_span_items),
+            _stat(p.span_f1),
+        )
+    return table
+
+
+def _judges_table(report: AgreementReport) -> Table:
+    table = Table(title="Judges against the panel", title_justify="left")
+    for name, justify in (
+        ("judge", "left"),
+        ("prompt", "left"),
+        ("scored", "right"),
+        ("mean score", "right"),
+        ("flag rate", "right"),
+        ("bias vs median", "right"),
+        ("verdict = consensus", "right"),
+        ("span F1 vs consensus", "right"),
+        ("span P / R", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for j in report.judge_summaries:
+        table.add_row(
+            plain(j.judge_id),
+            plain(j.prompt or ("—" if j.output_kind else "")),
+            f"{j.n_scored}/{j.n_items}",
+            _num(j.mean_score),
+            _pct(j.flag_rate),
+            plain(j.bias.show()) if j.bias.value is None else f"{j.bias.value:+.3f}",
+            _stat(j.consensus_verdict_agreement),
+            _stat(j.consensus_span_f1),
+            "—"
+            if j.consensus_spans is None
+            else f"{j.consensus_spans.precision:.3f} / {j.consensus_spans.recall:.3f}",
+        )
+    return table
+
+
+def _error_table(group: GroupAgreement) -> Table | None:
+    if group.error_correlation is None:
+        return None
+    table = Table(title="Error correlation (verdict wrong vs gold)", title_justify="left")
+    table.add_column("")
+    for judge in group.judges:
+        table.add_column(plain(judge), justify="right")
+    for judge, row in zip(group.judges, group.error_correlation, strict=True):
+        table.add_row(plain(judge), *(_num(v, 2) for v in row))
+    return table
+
+
+def _accuracy_table(report: AgreementReport) -> Table:
+    table = Table(
+        title=f"Against the human labels, gold: {report.gold_source} "
+        f"({GOLD_DESCRIPTIONS[report.gold_source]}; all items: no answer counts as "
+        "flagging nothing)",
+        title_justify="left",
+    )
+    for name in (
+        "predictor", "coverage", "items", "precision", "recall", "F1", "F1 answered",
+        "span items", "span P", "span R", "span F1", "span F1 answered",
+    ):  # fmt: skip
+        table.add_column(name, justify="left" if name == "predictor" else "right")
+    for a in report.accuracy:
+        r, s = a.response, a.spans
+        table.add_row(
+            plain(a.predictor, "bold" if a.predictor == "consensus" else ""),
+            _pct(a.coverage),
+            str(a.n_items),
+            _num(r.precision if r else None),
+            _num(r.recall if r else None),
+            _num(r.f1 if r else None),
+            _num(a.response_answered.f1 if a.response_answered else None),
+            str(a.n_span_items),
+            _num(s.precision if s else None),
+            _num(s.recall if s else None),
+            _num(s.f1 if s else None),
+            _num(a.spans_answered.f1 if a.spans_answered else None),
+        )
+    return table
+
+
+def _reliability_table(report: AgreementReport) -> Table | None:
+    found = report.reliability
+    if found is None:
+        return None
+    table = Table(
+        title="Judge reliability without labels (Dawid–Skene EM over verdicts)",
+        title_justify="left",
+    )
+    for name in ("judge", "sensitivity", "specificity", "verdicts"):
+        table.add_column(name, justify="left" if name == "judge" else "right")
+    for j in found.judges:
+        table.add_row(plain(j.judge_id), _num(j.sensitivity), _num(j.specificity), str(j.n_units))
+    return table
+
+
+def print_agreement(report: AgreementReport) -> None:
+    heading = (
+        f" {report.run_id} · panel {report.panel_name} · "
+        f"{report.n_items} items · {len(report.judges)} judges ({', '.join(report.judges)})"
+        + ("" if report.status == "completed" else f" · status {report.status}")
+        + f" · gold: {report.gold_source}"
+    )
+    console.print(Text.assemble(("run", "bold"), safe_text(heading, one_line=True)), soft_wrap=True)
+    console.print(_group_table(report.groups, report.has_gold))
+    everyone = report.groups[0]
+    if everyone.pairs:
+        console.print(_pairs_table(everyone))
+    if report.judge_summaries:
+        console.print(_judges_table(report))
+    errors = _error_table(everyone)
+    if errors is not None:
+        console.print(errors)
+    for note in everyone.error_notes:
+        console.print(plain(f"note: {note}"))
+    reliability = _reliability_table(report)
+    if reliability is not None and report.reliability is not None:
+        console.print(reliability)
+        found = report.reliability
+        console.print(
+            plain(
+                f"estimated prevalence {_pct(found.prevalence)} · judges worth "
+                f"{found.effective_panel_size.show()} independent ones given the estimate"
+            )
+        )
+        if found.warning:
+            console.print(plain(f"warning: {found.warning}", "yellow"))
+    if report.accuracy:
+        console.print(_accuracy_table(report))
+    if report.consensus_rule:
+        console.print(
+            plain(
+                f"consensus rule: {report.consensus_rule} · {report.contradictions} "
+                f"contradictions (clean verdict with consensus spans) · {report.unlocalised} "
+                "unlocalised (judges agree something is wrong, not where)"
+            )
+        )
+    for note in report.notes:
+        console.print(plain(f"note: {note}"))
+
+
+def agreement(
+    run: RunArgument = None,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
+) -> None:
+    """Agreement between the judges of a run, their bias, and accuracy against human labels."""
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    source = gold_source(gold)
+    run = resolve_or_exit(db, run)
+    report = _load(lambda: agreement_report(Store(db), run, gold=source))
+    if format_ == "json":
+        _print_json(report.model_dump(mode="json"))
+        return
+    print_agreement(report)
+
+
+# -- disagreements --------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int = SPAN_TEXT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _spans_cell(spans: list[SpanOut] | None, none: str = "—") -> Text:
+    if spans is None:
+        return Text(none, style="dim")
+    if not spans:
+        return Text("(none)", style="dim")
+    cell = Text()
+    for k, s in enumerate(spans):
+        if k:
+            cell.append("\n")
+        cell.append(f"«{safe_text(_clip(s.text), one_line=True)}»")
+        where = "unanchored" if s.start is None else f"{s.start}–{s.end}"
+        extra = f", {s.votes} votes" if s.votes is not None else ""
+        cell.append(f" {where}{extra}", style="dim")
+    return cell
+
+
+def _verdict(value: bool | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    return Text("hallucinated", style="red") if value else Text("clean", style="green")
+
+
+def _item_heading(item: DisputedItem) -> Text:
+    measures = [
+        f"disagreement {_num(item.disagreement)}",
+        f"score spread {_num(item.score_spread, 2)}",
+        f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
+        f"span disagreement {_num(item.span_disagreement, 2)}",
+    ]
+    return Text.assemble(
+        (f"#{item.rank} {safe_text(item.item_id, one_line=True)}", "bold"),
+        "\n",
+        (" · ".join(measures), "dim"),
+    )
+
+
+def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
+    table = Table(show_lines=True)
+    table.add_column("judge")
+    table.add_column("score", justify="right")
+    table.add_column("verdict")
+    table.add_column("spans", overflow="fold")
+    for j in item.judges:
+        if j.score is None:
+            table.add_row(
+                plain(j.judge_id),
+                Text("unscored", style="dim"),
+                Text("—", style="dim"),
+                plain(_clip(j.unscored_reason or ""), "dim", one_line=True),
+            )
+            continue
+        spans = j.spans if j.output_kind == "spans" else None
+        table.add_row(
+            plain(j.judge_id),
+            _num(j.score, 2),
+            _verdict(j.verdict),
+            _spans_cell(spans, "(score only)"),
+        )
+    consensus_spans: list[SpanOut] | None = item.consensus_spans
+    if item.consensus_status != "ok":
+        consensus_spans = None
+    table.add_row(
+        Text("consensus", style="bold"),
+        _num(item.consensus_score, 2),
+        _verdict(item.consensus_hallucinated)
+        if item.consensus_status == "ok"
+        else plain(item.consensus_status or "none", "yellow"),
+        _spans_cell(consensus_spans),
+    )
+    if item.gold_hallucinated is not None or item.gold_spans is not None:
+        table.add_row(
+            Text("gold (human)" if source == "dataset" else f"gold ({source})", style="italic"),
+            "",
+            _verdict(item.gold_hallucinated),
+            _spans_cell(item.gold_spans, "(no span labels)"),
+        )
+    return table
+
+
+def disagreements_command(
+    run: RunArgument = None,
+    top: Annotated[
+        int, typer.Option("--top", "-n", max=1_000_000, help="How many items to show.")
+    ] = 10,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
+) -> None:
+    """The items the judges disagree on most: each judge's score and spans, and the consensus."""
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    if top < 1:
+        _fail("--top must be at least 1")
+    source = gold_source(gold)
+    run = resolve_or_exit(db, run)
+    items = _load(lambda: disagreements(Store(db), run, top, gold=source))
+    if format_ == "json":
+        _print_json([i.model_dump(mode="json") for i in items])
+        return
+    if not items:
+        console.print("no items in this run")
+        return
+    for item in items:
+        console.print(_item_heading(item), soft_wrap=True)
+        console.print(_item_table(item, source))
+    console.print(
+        "[dim]disagreement = mean of score spread, verdict split and span disagreement; "
+        "see the item_disagreement view ([bold]juryflow sql[/bold])[/]"
+    )
+
+
+# -- calibrate ------------------------------------------------------------------------
+
+
+def _f(prf: dict[str, float] | None, key: str) -> str:
+    return "—" if prf is None else f"{prf[key]:.3f}"
+
+
+def calibrate_command(
+    run_id: RunArgument = None,
+    name: Annotated[
+        str, typer.Option(help="Name to store the calibration under (replaces an older one).")
+    ] = "default",
+    folds: Annotated[int, typer.Option(min=2, max=50, help="Cross-validation folds.")] = 5,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**31 - 1, help="Seed of the fold assignment.")
+    ] = 0,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            help="Item column whose values keep together in one fold (default: group, "
+            "source_id or source when the items have one)."
+        ),
+    ] = None,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
+) -> None:
+    """Choose the consensus rule from human labels by grouped k-fold cross-validation."""
+    from juryflow.analysis.calibrate import run_calibration
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    source = gold_source(gold)
+    run_id = resolve_or_exit(db, run_id)
+    result, record = _load(
+        lambda: run_calibration(Store(db), run_id, name, folds, seed, group, gold=source)
+    )
+    report = record.report
+    if format_ == "json":
+        _print_json({"name": record.name, "run_id": record.run_id, "stored_rule": record.rule,
+                     **report})  # fmt: skip
+        return
+    console.print(
+        plain(
+            f"run {record.run_id} · {report['items']} items in {report['groups']} groups "
+            f"(by {report['group_column'] or 'item'}) · {report['folds']} folds · "
+            f"gold: {report.get('gold_source', 'dataset')}"
+        )
+    )
+    table = Table(
+        title="Out-of-fold accuracy against the human labels (all items; no answer = nothing)",
+        title_justify="left",
+    )
+    for column in ("predictor", "coverage", "P", "R", "F1", "span P", "span R", "span F1"):
+        table.add_column(column, justify="left" if column == "predictor" else "right")
+    for row in report["predictors"]:
+        response, spans = row["response"], row["spans"]
+        table.add_row(
+            plain(row["name"]),
+            "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
+            _f(response, "precision"), _f(response, "recall"), _f(response, "f1"),
+            _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"),
+        )  # fmt: skip
+    console.print(table)
+    console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))
+    for note in report["notes"]:
+        console.print(plain(f"note: {note}"))
+    console.print(
+        plain(
+            f"apply it: juryflow reaggregate {record.run_id} --calibration {record.name}, "
+            f"or juryflow run DATASET --panel PANEL --calibration {record.name}"
+        )
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `agreement`, `disagreements` and `calibrate` to the juryflow command line."""
+    app.command("agreement")(agreement)
+    app.command("disagreements")(disagreements_command)
+    app.command("calibrate")(calibrate_command)

@@ -1,0 +1,486 @@
+"""The `juryflow` command line."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from juryflow.flows.runtime.allocator import limit_malloc_arenas
+from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_prefect_logging
+
+limit_malloc_arenas()  # before Prefect and DuckDB start their threads
+apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
+
+from juryflow.cli.runs import DbOption, fail  # noqa: E402
+from juryflow.terminal import output  # noqa: E402  (Prefect settings must be in place first)
+
+app = typer.Typer(
+    help="Judge panels for LLM evaluations: run, agree, disagree, query.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            console.print(f"juryflow {version('juryflow')}", highlight=False)
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            console.print("juryflow (not installed: pip install -e .)", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Judge panels for LLM evaluations: run, agree, disagree, query."""
+
+
+def _refuse_settings_on_resume(**given: object) -> None:
+    """A resumed run keeps the settings it started with; silently ignoring new ones would
+    mislead, so they are refused."""
+    named = [f"--{name}" for name, value in given.items() if value is not None]
+    if named:
+        raise ValueError(
+            f"--resume continues a run with the settings it started with; drop {', '.join(named)}"
+            " (or start a new run, or re-aggregate it: juryflow reaggregate RUN --consensus ...)"
+        )
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[
+        str | None, typer.Option(help="Panel YAML file (default: the offline panel).")
+    ] = None,
+    db: DbOption = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="Prompt variable from a column: VAR=COLUMN (repeatable)."),
+    ] = None,
+    quorum: Annotated[
+        int | None, typer.Option(help="Judges that must answer: 1 to the panel size.")
+    ] = None,
+    chunk_size: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Items per Prefect task.")
+    ] = 200,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+    resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name for regressions.")] = None,
+    max_chars: Annotated[
+        int, typer.Option(min=1, max=1_000_000_000, help="Longest accepted value.")
+    ] = 200_000,
+    dask: Annotated[
+        str | None,
+        typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Processes making the model calls (default: one per 256 concurrent calls of "
+            "the panel, at most one per core).",
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Combine the judges by this stored calibration (juryflow calibrate)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Judge only the first N items of the dataset.")
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option(min=1, help="Judge N items drawn at random from the whole dataset."),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**31 - 1, help="Seed of --sample (same seed, same items).")
+    ] = 0,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print each judge's calls, estimated tokens and cost; call and write nothing.",
+        ),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            help="Start no model call once this run's calls cost this much; the run is left "
+            "resumable (exit code 3).",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="Judge only shard I of N of the items (with --run-id; see `juryflow finish`).",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="The run every shard of a sharded run writes to."),
+    ] = None,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over", help="Claim the shard from a process on another machine that is gone."
+        ),
+    ] = False,
+    data_path: Annotated[
+        str | None,
+        typer.Option(
+            "--data-path",
+            help="Where a new DuckLake store (--db ducklake:...) keeps its Parquet files "
+            "(default: $JURYFLOW_DATA_PATH).",
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run every item through every judge of the panel and store it all in DuckDB (a file,
+    or a DuckLake shared by many processes and machines)."""
+    from rich.text import Text
+
+    from juryflow.flows.runtime.interrupts import RunInterrupted
+    from juryflow.judges.panel import PanelError
+    from juryflow.planning.run_setup import preflight, preflight_resume
+    from juryflow.runner import run_evaluation
+    from juryflow.storage.datasets import DatasetError, parse_mapping
+
+    quiet_prefect_logging(verbose)
+    try:
+        from juryflow.flows.workers import check_workers
+        from juryflow.planning.run_setup import checked_shard
+
+        _use_data_path(db, data_path)
+        checked_shard(shard, run_id, resume)
+        check_workers(workers, distributed=dask is not None, max_cost=max_cost)
+        mapping = parse_mapping(map_ or [])
+        if dry_run:
+            _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
+                     seed, max_cost, resume)  # fmt: skip
+            return
+        if resume is not None:
+            from juryflow.planning.run_setup import ResumeRequest
+            from juryflow.storage.reads.run_queries import resolve_run_id
+            from juryflow.storage.store import Store
+
+            _refuse_settings_on_resume(
+                quorum=quorum, calibration=calibration, limit=limit, sample=sample
+            )
+            # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
+            resume = resolve_run_id(Store(db), resume)
+            _check_budget(panel, db, resume, max_cost, dask)
+            # By name: typer carries its own copy of click, so the enum is not click's.
+            sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
+            given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
+            request = ResumeRequest(
+                dataset=dataset,
+                panel=panel,
+                mapping=mapping if "map_" in given else None,
+                chunk_size=chunk_size if "chunk_size" in given else None,
+                max_chars=max_chars if "max_chars" in given else None,
+                no_cache=no_cache,
+                suite=suite,
+            )
+            warnings = preflight_resume(db, resume, request)
+        else:
+            from juryflow.planning.run_setup import check_selection
+
+            check_selection(limit, sample)
+            _check_budget(panel, db, None, max_cost, dask)
+            warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
+            if shard is not None and run_id is not None:
+                from juryflow.planning.run_setup import preflight_shard
+
+                warnings += preflight_shard(
+                    db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
+                    chunk_size=chunk_size, quorum=quorum, mapping=mapping,
+                    use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
+                    limit=limit, sample=sample, seed=seed,
+                )  # fmt: skip
+        for warning in warnings:
+            err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
+        summary = run_evaluation(
+            console,
+            dict(
+                dataset=dataset,
+                panel=panel,
+                db=db,
+                resume=resume,
+                suite=suite,
+                chunk_size=chunk_size,
+                quorum=quorum,
+                mapping=mapping,
+                use_cache=not no_cache,
+                max_chars=max_chars,
+                calibration=calibration,
+                limit=limit,
+                sample=sample,
+                seed=seed,
+                max_cost=max_cost,
+                workers=workers,
+                shard=shard,
+                run_id=run_id,
+                take_over=take_over,
+            ),
+            dask=dask,
+        )
+    except RunInterrupted as stopped:
+        # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
+        # run is marked interrupted and the message says how to resume it.
+        err.print(output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=stopped.exit_code) from None
+    except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+        fail(str(error))
+        return
+    output.print_run_summary(console, summary)
+    from juryflow.analysis.run_health import failure_lines
+
+    # A stopped judge or a run mostly without consensus is stored, but is no success.
+    failures = failure_lines(summary)
+    for line in failures:
+        text = output.safe_text(f"juryflow: {line}", one_line=True)
+        err.print(text, markup=False, highlight=False, soft_wrap=True)
+    if failures:
+        raise typer.Exit(code=1)
+
+
+def _use_data_path(db: str | None, data_path: str | None) -> None:
+    """``--data-path`` for every store this process opens: the first one to attach a new
+    lake creates it, and must put its files there."""
+    if data_path is None:
+        return
+    import os
+
+    from juryflow.storage.connection import DATA_PATH_ENV, resolve_target
+
+    resolve_target(db, data_path)  # a DuckDB file with --data-path is refused
+    if not data_path.strip():
+        fail("--data-path is empty; pass a directory or an s3://... prefix")
+    os.environ[DATA_PATH_ENV] = data_path
+
+
+def _check_budget(
+    panel: str | None, db: str | None, resume: str | None, max_cost: float | None, dask: str | None
+) -> None:
+    """``--max-cost`` that could not be kept is refused before anything is created."""
+    if max_cost is not None:
+        from juryflow.planning.dry_run import check_budget
+
+        check_budget(panel, db, resume, max_cost, distributed=dask is not None)
+
+
+def _dry_run(
+    dataset: str | None,
+    panel: str | None,
+    db: str | None,
+    mapping: dict[str, str],
+    quorum: int | None,
+    no_cache: bool,
+    max_chars: int,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+    max_cost: float | None,
+    resume: str | None,
+) -> None:
+    """``run --dry-run``: the estimate, without Prefect, keys, calls or writes."""
+    from juryflow.planning.dry_run import estimate_run
+
+    if resume is not None:
+        raise ValueError(
+            "--dry-run estimates a new run; drop --resume (a resumed run judges only the "
+            "(item, judge) pairs it has not stored)"
+        )
+    estimate = estimate_run(
+        dataset,
+        panel,
+        mapping,
+        db=db,
+        quorum=quorum,
+        use_cache=not no_cache,
+        max_chars=max_chars,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        max_cost=max_cost,
+    )
+    output.print_dry_run(console, estimate)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL to run against the store (read-only).")],
+    db: DbOption = None,
+    format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    limit: Annotated[int, typer.Option(min=1, help="Rows to show in table format.")] = 1000,
+    at_run: Annotated[
+        str | None,
+        typer.Option(
+            "--at-run",
+            metavar="RUN",
+            help="Read a DuckLake store as it was when RUN (id or unique prefix) completed.",
+        ),
+    ] = None,
+) -> None:
+    """Query the store, read-only and confined to it: no other file, no extension, no SET."""
+    import duckdb
+
+    from juryflow.storage.connection import StoreError, resolve_target
+    from juryflow.storage.reads.run_queries import RunIdError
+    from juryflow.storage.sql_guard import (
+        SnapshotExpiredError,
+        SqlConfinementError,
+        SqlRefused,
+        run_confined,
+        run_snapshot,
+    )
+
+    if format_ not in {"table", "csv", "json"}:
+        fail("--format must be table, csv or json")
+    run_id: str | None = None
+    try:
+        target = resolve_target(db)
+        snapshot: int | None = None
+        if at_run is not None:
+            run_id, snapshot = run_snapshot(target, at_run)
+        columns, rows = run_confined(target, query, snapshot=snapshot)
+    except SnapshotExpiredError as error:
+        fail(
+            f"run {run_id} finished at snapshot {error.snapshot}, which compaction has since "
+            "expired (ducklake_expire_snapshots): the lake no longer holds the store as it "
+            "was then; query it as it is now, without --at-run"
+        )
+        return
+    except (SqlRefused, SqlConfinementError, StoreError, RunIdError) as error:
+        fail(f"--at-run: {error}" if isinstance(error, RunIdError) else str(error))
+        return
+    except duckdb.PermissionException as error:
+        reason = str(error).splitlines()[0]
+        fail(
+            "juryflow sql reads only the store; file, network and extension access is off "
+            f"({reason})"
+        )
+        return
+    except duckdb.Error as error:  # DuckDB's own message says what is wrong with the SQL
+        fail(f"{type(error).__name__}: {error}")
+        return
+    output.print_rows(console, columns, rows, format_, limit)
+
+
+@app.command("stub-server")
+def stub_server(
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8765,
+    latency_ms: Annotated[
+        float, typer.Option(min=0.0, max=3_600_000.0, help="Added latency per request.")
+    ] = 0.0,
+    fault_429: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of 429 answers.")] = 0.0,
+    fault_500: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of 500 answers.")] = 0.0,
+    fault_hang: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of requests that hang.")
+    ] = 0.0,
+    fault_drop: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of dropped connections.")
+    ] = 0.0,
+    malformed: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of malformed outputs.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    gold: Annotated[
+        str | None,
+        typer.Option(
+            "--gold",
+            metavar="DATASET",
+            help="Labelled dataset (JSONL, CSV or Parquet with response and labels) whose "
+            "gold labels drive the simulated stub-sim-spans-... / stub-sim-score-... judges.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
+    from juryflow.standin.server import StubConfig, load_gold, serve
+
+    if fault_429 + fault_500 + fault_hang + fault_drop + malformed > 1:
+        fail("--fault-429, --fault-500, --fault-hang, --fault-drop and --malformed are shares "
+              "of the requests: together they can be at most 1")  # fmt: skip
+    try:
+        labels = load_gold(gold) if gold else None
+    except ValueError as error:  # DatasetError: missing file, unknown format, no labels
+        fail(str(error))
+        return
+    config = StubConfig(
+        latency_ms=latency_ms,
+        fault_429=fault_429,
+        fault_500=fault_500,
+        fault_hang=fault_hang,
+        fault_drop=fault_drop,
+        malformed=malformed,
+        seed=seed,
+        gold=labels,
+    )
+    if labels is not None:
+        console.print(f"simulated judges know the gold labels of {len(labels)} responses")
+    try:  # serve() says where it listens once it does: a taken port prints only the error
+        serve(host="127.0.0.1", port=port, config=config)
+    except OSError as error:  # the port is taken, or below 1024 without the right
+        fail(
+            f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}; pass --port a free port"
+        )
+
+
+from juryflow.cli.analysis import register as _register_analysis  # noqa: E402
+
+_register_analysis(app)  # `agreement` and `disagreements`
+
+from juryflow.cli.ops import register as _register_ops  # noqa: E402
+
+_register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
+
+from juryflow.cli.runs import register as _register_runs  # noqa: E402
+
+_register_runs(app)  # `runs` and `export`
+
+from juryflow.cli.view import register as _register_view  # noqa: E402
+
+_register_view(app)  # `view`
+
+from juryflow.cli.annotations import register as _register_annotations  # noqa: E402
+
+_register_annotations(app)  # `export-annotations`
+
+from juryflow.cli.store import register as _register_store  # noqa: E402
+
+_register_store(app)  # `store compact`
+
+from juryflow.cli.shards import register as _register_shards  # noqa: E402
+
+_register_shards(app)  # `finish`
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

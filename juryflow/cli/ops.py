@@ -1,0 +1,280 @@
+"""CLI commands for operations: `regression`, `reaggregate`, `report`, `serve` and `init`.
+
+Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, cast
+
+import typer
+from rich.console import Console
+
+from juryflow.cli.runs import DbOption, resolve_or_exit
+from juryflow.cli.runs import fail as _fail
+from juryflow.terminal import output
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _check_store(db: str | None) -> None:
+    """Refuse a store the flow cannot use before Prefect starts: inside the flow the same
+    error would arrive with Prefect's traceback (and, for regression, as exit code 1)."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.store import Store
+
+    try:
+        Store(db).migrate()
+    except StoreError as error:
+        _fail(str(error))
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    try:
+        output.print_run_summary(console, summary)
+    except KeyError:  # the summary printer expects evaluate's keys; show them plainly
+        console.print(output.plain(output.dump_json(summary)))
+
+
+def regression_command(
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[str | None, typer.Option(help="Panel YAML file.")] = None,
+    db: DbOption = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name (default: dataset:panel).")] = None,
+    baseline: Annotated[
+        str, typer.Option(help="'last' (last successful run of the suite) or a run id.")
+    ] = "last",
+    quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    # Scores are shares in [0, 1], so are their changes; alpha runs from -1 to 1.
+    max_mean_increase: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Largest allowed rise of the mean consensus score."),
+    ] = 0.05,
+    max_flips_to_hallucinated: Annotated[
+        int, typer.Option(min=0, help="Largest allowed number of clean → hallucinated flips.")
+    ] = 3,
+    max_judge_drift: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Largest allowed |mean score change| of any judge."),
+    ] = 0.1,
+    max_agreement_drop: Annotated[
+        float, typer.Option(min=0.0, max=2.0, help="Largest allowed fall of Krippendorff's alpha.")
+    ] = 0.1,
+    p_value_alpha: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Significance level of the paired test.")
+    ] = 0.05,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+) -> None:
+    """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
+    from juryflow.flows.regression import regression
+    from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
+
+    if quorum is not None and quorum < 1:
+        _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
+        return
+    _check_store(db)
+    if baseline not in ("last", ""):
+        baseline = resolve_or_exit(db, baseline, "--baseline") or baseline
+    quiet_prefect_logging()
+    try:
+        state: Any = asyncio.run(
+            cast(
+                Any,
+                regression(
+                    dataset=dataset,
+                    panel=panel,
+                    db=db,
+                    suite=suite,
+                    baseline=baseline,
+                    quorum=quorum,
+                    use_cache=not no_cache,
+                    max_mean_increase=max_mean_increase,
+                    max_flips_to_hallucinated=max_flips_to_hallucinated,
+                    max_judge_drift=max_judge_drift,
+                    max_agreement_drop=max_agreement_drop,
+                    p_value_alpha=p_value_alpha,
+                    return_state=True,
+                ),
+            )
+        )
+    except (ValueError, RuntimeError) as error:
+        _fail(str(error))
+        return
+    if state.is_failed():
+        err.print(output.plain(state.message, "bold red"), soft_wrap=True)
+        raise typer.Exit(code=1)
+    if not state.is_completed():
+        _fail(f"the regression flow ended {state.type.value}: {state.message}")
+    result = state.result()
+    console.print(
+        output.plain(f"run {result['run_id']} (suite {result['suite']}): {result['message']}"),
+        soft_wrap=True,
+    )
+
+
+def reaggregate_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run whose judgments to reuse.")],
+    quorum: Annotated[
+        int | None, typer.Option(min=1, help="Judges that must answer (default: the run's).")
+    ] = None,
+    min_votes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Judges that must mark a character (--consensus spans=at_least:K)."
+        ),
+    ] = None,
+    consensus: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--consensus",
+            help="A rule, FAMILY=RULE (repeatable): score=median|mean|trimmed_mean[:P]|"
+            "weighted_median; spans=majority|at_least:K|union|weighted[:T]|dawid_skene; "
+            "verdict=auto|majority|at_least:K|weighted[:T]|score:T|spans|dawid_skene.",
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None, typer.Option(help="Apply this stored calibration (juryflow calibrate).")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Recompute RUN's consensus from its stored judgments into a new run; no judge is called."""
+    from juryflow.flows.reaggregate import reaggregate
+    from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
+
+    _check_store(db)
+    run_id = resolve_or_exit(db, run_id) or run_id
+    quiet_prefect_logging()
+    try:
+        summary = asyncio.run(
+            reaggregate(
+                run_id=run_id,
+                db=db,
+                quorum=quorum,
+                min_votes=min_votes,
+                consensus=consensus,
+                calibration=calibration,
+            )
+        )
+    except (ValueError, RuntimeError) as error:
+        _fail(str(error))
+        return
+    console.print(
+        output.plain(
+            f"run {summary['run_id']} re-aggregates {summary['parent_run_id']} "
+            f"(quorum {summary['quorum']}; {summary['consensus']})"
+        ),
+        soft_wrap=True,
+    )
+    _print_summary(summary)
+
+
+def report_command(
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="[RUN]", help="Run id (default: the latest run).")
+    ] = None,
+    output_path: Annotated[
+        str, typer.Option("--output", "-o", help="HTML file to write.")
+    ] = "report.html",
+    top: Annotated[int, typer.Option(min=1, max=10_000, help="Disputed items to show.")] = 15,
+    db: DbOption = None,
+    gold: Annotated[
+        str,
+        typer.Option(
+            "--gold",
+            help="Whose labels are the human labels: dataset, annotations (from `juryflow "
+            "view`) or both (an item's newest annotation, else the dataset's label).",
+        ),
+    ] = "dataset",
+) -> None:
+    """Write a self-contained HTML report of RUN (no script, no network)."""
+    from juryflow.cli.analysis import gold_source
+    from juryflow.report.html import write_report
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.paths import writable_file
+    from juryflow.storage.store import Store
+
+    source = gold_source(gold)
+    store = Store(db)
+    run_id = resolve_or_exit(db, run_id)
+    try:
+        writable_file(output_path, "--output")  # before the report is made, not after
+        chosen = run_id or store.latest_run_id()
+        if chosen is None:
+            _fail(f"no run in {store.path}; run `juryflow run` first")
+            return
+        path = write_report(store, chosen, output_path, top=top, gold=source)
+    except (StoreError, ValueError) as error:
+        _fail(str(error))
+        return
+    console.print(output.plain(f"report of run {chosen} written to {path}"), soft_wrap=True)
+
+
+def serve_command(
+    dataset: Annotated[
+        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
+    ] = None,
+    panel: Annotated[str | None, typer.Option(help="Panel YAML file.")] = None,
+    db: DbOption = None,
+    suite: Annotated[str | None, typer.Option(help="Suite name.")] = None,
+    baseline: Annotated[str, typer.Option(help="'last' or a pinned run id.")] = "last",
+    evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-serve.")] = "0 2 * * *",
+    regression_cron: Annotated[str, typer.Option(help="Cron of regression-serve.")] = "30 2 * * *",
+    timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
+) -> None:
+    """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""
+    from juryflow.flows.serve import ServeError, check_no_collision, serve_nightly
+
+    try:
+        check_no_collision()
+    except ServeError as error:
+        _fail(str(error))
+    console.print(
+        "serving evaluate-serve and regression-serve; set PREFECT_API_URL to a server "
+        "started with `prefect server start` to see them in its UI (Ctrl-C stops)"
+    )
+    serve_nightly(
+        dataset=dataset,
+        panel=panel,
+        db=db,
+        suite=suite,
+        baseline=baseline,
+        evaluate_cron=evaluate_cron,
+        regression_cron=regression_cron,
+        timezone=timezone,
+    )
+
+
+def init_command(
+    directory: Annotated[
+        str, typer.Argument(metavar="[DIR]", help="Where to write it (made if missing).")
+    ] = ".",
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite starter files that already exist.")
+    ] = False,
+) -> None:
+    """Write a starter project (dataset, panels, a prompt file of your own) that runs as is."""
+    from pathlib import Path
+
+    from juryflow.cli.init_project import InitError, next_command, write_starter
+
+    target = Path(directory)
+    try:
+        written = write_starter(target, force=force)
+    except InitError as error:
+        _fail(str(error))
+        return
+    for path, what in written:
+        console.print(output.plain(f"wrote {path}  ({what})"), soft_wrap=True)
+    console.print(output.plain(f"next: {next_command(target)}"), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("regression")(regression_command)
+    app.command("reaggregate")(reaggregate_command)
+    app.command("report")(report_command)
+    app.command("serve")(serve_command)
+    app.command("init")(init_command)

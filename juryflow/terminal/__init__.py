@@ -1,0 +1,1 @@
+"""How juryflow looks in a terminal: tables, CSV and JSON, the run summary, live progress."""

@@ -1,0 +1,711 @@
+"""Named consensus rules: how a panel's answers on one item become the panel's answer.
+
+Three families, each a registry filled by a decorator (as Inspect AI's ``@score_reducer``),
+so that a rule is a name a panel file, the command line and the store can all spell:
+
+- **score** reducers turn the scored judges' 0-1 scores into one score: ``median``
+  (default), ``mean``, ``trimmed_mean[:P]``, ``weighted_median``;
+- **span** reducers turn the characters each span judge marked into the characters the
+  panel marks: ``majority`` (default), ``at_least:K``, ``union``, ``weighted[:T]``,
+  ``dawid_skene[:T]``;
+- **verdict** rules decide "hallucinated": ``majority`` (of the judges' own verdicts),
+  ``at_least:K``, ``weighted[:T]``, ``score:T`` (the consensus score against T), ``spans``
+  (the consensus has a span), ``dawid_skene[:T]``; ``auto`` resolves to ``spans`` for a
+  panel of span judges and to ``majority`` otherwise.
+
+A rule is written ``name`` or ``name:param``. Only answering judges take part: an unscored
+judgment is filtered out before any reducer sees it, never counted as a vote either way.
+
+Why a strict majority of *verdicts* rather than "median > threshold": for judges that share
+a threshold the two agree on odd panels, and on even panels the vote says what the user
+means by a majority: two judges at 0.0 and two at 0.6 give a median of 0.3, which is "at or
+above the score prompt's 0.3", yet only half the panel called the response hallucinated.
+An even split is never a majority, for verdicts and for characters alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+Family = Literal["score", "spans", "verdict"]
+
+DEFAULT_TRIM = 0.2
+"""Share cut from each end by ``trimmed_mean`` without a parameter."""
+
+
+class RuleError(ValueError):
+    """A consensus rule that cannot be used, with a message naming the fix."""
+
+
+# ------------------------------------------------------------------------ fitted reliability
+
+
+@dataclass(frozen=True, slots=True)
+class Reliability:
+    """How often each judge is right, by class: what a Dawid–Skene vote weighs judges by.
+
+    Estimated without labels by EM (``juryflow agreement``, re-aggregation) or from human
+    labels (``juryflow calibrate``); stored with the rule so that applying it to one item
+    needs nothing but that item.
+    """
+
+    sensitivity: Mapping[str, float]
+    """P(judge says hallucinated | it is), per judge id."""
+    specificity: Mapping[str, float]
+    """P(judge says clean | it is clean), per judge id."""
+    prevalence: float
+    """Prior share of hallucinated units (items, or characters for spans)."""
+
+    def log_odds(self, judge_ids: Sequence[str], votes: npt.ArrayLike) -> FloatArray:
+        """Posterior log-odds of "hallucinated" for each column of ``votes``.
+
+        ``votes`` is ``(n_judges, n_units)`` of 0/1 with NaN where a judge gave no vote; a
+        judge the fit does not know abstains.
+
+        >>> r = Reliability({"a": 0.9, "b": 0.6}, {"a": 0.9, "b": 0.6}, 0.5)
+        >>> r.log_odds(["a", "b"], [[1, 0], [0, 1]]).round(3).tolist()
+        [1.792, -1.792]
+        """
+        v = np.asarray(votes, dtype=np.float64).reshape(len(judge_ids), -1)
+        prior = _clip(self.prevalence)
+        total = np.full(v.shape[1], math.log(prior / (1.0 - prior)))
+        for row, judge_id in enumerate(judge_ids):
+            if judge_id not in self.sensitivity or judge_id not in self.specificity:
+                continue
+            sens = _clip(self.sensitivity[judge_id])
+            spec = _clip(self.specificity[judge_id])
+            said = v[row]
+            total += np.where(
+                np.isnan(said),
+                0.0,
+                np.where(
+                    said > 0.5,
+                    math.log(sens / (1.0 - spec)),
+                    math.log((1.0 - sens) / spec),
+                ),
+            )
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sensitivity": dict(self.sensitivity),
+            "specificity": dict(self.specificity),
+            "prevalence": self.prevalence,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reliability:
+        return cls(
+            sensitivity={str(k): float(v) for k, v in data["sensitivity"].items()},
+            specificity={str(k): float(v) for k, v in data["specificity"].items()},
+            prevalence=float(data["prevalence"]),
+        )
+
+
+def _clip(p: float) -> float:
+    # A judge estimated never wrong would get an infinite weight and outvote everyone.
+    return min(max(float(p), 1e-3), 1.0 - 1e-3)
+
+
+# ---------------------------------------------------------------------------- registries
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    fn: Callable[..., Any]
+    param: Literal["none", "int", "share", "threshold"]
+    default: float | None
+    needs_fit: bool
+    doc: str
+
+
+_REGISTRY: dict[Family, dict[str, _Entry]] = {"score": {}, "spans": {}, "verdict": {}}
+
+
+def _reducer(
+    family: Family,
+    name: str,
+    param: Literal["none", "int", "share", "threshold"] = "none",
+    default: float | None = None,
+    needs_fit: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        _REGISTRY[family][name] = _Entry(fn, param, default, needs_fit, doc)
+        return fn
+
+    return register
+
+
+def score_reducer(name: str, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(scores, weights, param) -> float`` as score reducer ``name``."""
+    return _reducer("score", name, **kw)
+
+
+def span_reducer(name: str, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(covered, weights, param, judge_ids, fit) -> flagged`` as span reducer."""
+    return _reducer("spans", name, **kw)
+
+
+def verdict_rule(name: str, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(ballot, param) -> bool`` as verdict rule ``name``."""
+    return _reducer("verdict", name, **kw)
+
+
+def reducer_names(family: Family) -> list[str]:
+    """The registered names of a family.
+
+    >>> reducer_names("score")
+    ['mean', 'median', 'trimmed_mean', 'weighted_median']
+    """
+    return sorted(_REGISTRY[family])
+
+
+def describe_reducers() -> dict[str, dict[str, str]]:
+    """Every registered rule with its one-line description, by family (for ``--help``)."""
+    return {fam: {n: e.doc for n, e in sorted(reg.items())} for fam, reg in _REGISTRY.items()}
+
+
+# ---------------------------------------------------------------------------- score rules
+
+
+def _weighted_quantile_low(values: FloatArray, weights: FloatArray, q: float) -> float:
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cumulative = np.cumsum(w)
+    # The lowest value whose cumulative weight reaches the share: with equal weights and an
+    # even count this is the lower median, the value half the panel is at or below.
+    return float(v[np.searchsorted(cumulative, q * cumulative[-1] - 1e-12)])
+
+
+@score_reducer("median")
+def _median(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """The median of the scores (the mean of the two middle ones on an even panel).
+
+    >>> _median(np.array([0.0, 0.3, 1.0]), np.ones(3), None)
+    0.3
+    """
+    return float(np.median(scores))
+
+
+@score_reducer("mean")
+def _mean(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """The weighted mean of the scores (judge weights; 1 each by default).
+
+    >>> _mean(np.array([0.0, 1.0]), np.array([3.0, 1.0]), None)
+    0.25
+    """
+    return float(np.average(scores, weights=weights))
+
+
+@score_reducer("trimmed_mean", param="share", default=DEFAULT_TRIM)
+def _trimmed_mean(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """The mean after cutting a share P (default 0.2) of the scores from each end.
+
+    Same as ``scipy.stats.trim_mean``, which it calls; with fewer scores than it takes to
+    cut one from each end it is the plain mean.
+
+    >>> _trimmed_mean(np.array([0.0, 0.3, 0.3, 0.3, 1.0]), np.ones(5), 0.2)
+    0.3
+    """
+    # scipy.stats takes ~0.4 s to import: paid by the runs that use this rule only
+    from scipy import stats
+
+    return float(stats.trim_mean(scores, DEFAULT_TRIM if param is None else param))
+
+
+@score_reducer("weighted_median")
+def _weighted_median(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """The lowest score that judges holding half the total weight are at or below.
+
+    >>> _weighted_median(np.array([0.0, 0.6, 1.0]), np.array([1.0, 1.0, 3.0]), None)
+    1.0
+    >>> _weighted_median(np.array([0.0, 0.6]), np.ones(2), None)  # the lower median
+    0.0
+    """
+    return _weighted_quantile_low(scores, weights, 0.5)
+
+
+# ----------------------------------------------------------------------------- span rules
+
+
+@span_reducer("majority")
+def _span_majority(
+    covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
+    fit: Reliability | None,
+) -> BoolArray:  # fmt: skip
+    """Characters marked by strictly more than half of the answering span judges.
+
+    >>> _span_majority(np.array([[1, 1, 0], [1, 0, 0]], bool), np.ones(2), None, [], None)
+    array([ True, False, False])
+    """
+    return np.asarray(covered.sum(axis=0) * 2 > covered.shape[0])
+
+
+@span_reducer("at_least", param="int", default=1)
+def _span_at_least(
+    covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
+    fit: Reliability | None,
+) -> BoolArray:  # fmt: skip
+    """Characters marked by at least K span judges (``at_least:1`` is the union).
+
+    >>> _span_at_least(np.array([[1, 1, 0], [1, 0, 1]], bool), np.ones(2), 2, [], None)
+    array([ True, False, False])
+    """
+    return np.asarray(covered.sum(axis=0) >= int(param or 1))
+
+
+@span_reducer("union")
+def _span_union(
+    covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
+    fit: Reliability | None,
+) -> BoolArray:  # fmt: skip
+    """Characters marked by any span judge: what a panel of specialists wants.
+
+    >>> _span_union(np.array([[1, 0, 0], [0, 0, 1]], bool), np.ones(2), None, [], None)
+    array([ True, False,  True])
+    """
+    return np.asarray(covered.any(axis=0))
+
+
+@span_reducer("weighted", param="share", default=0.5)
+def _span_weighted(
+    covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
+    fit: Reliability | None,
+) -> BoolArray:  # fmt: skip
+    """Characters whose judges hold strictly more than a share T (default 0.5) of the weight.
+
+    >>> w = np.array([2.0, 1.0, 1.0])
+    >>> _span_weighted(np.array([[1, 0], [0, 1], [0, 1]], bool), w, 0.5, [], None)
+    array([False, False])
+    >>> _span_weighted(np.array([[1, 0], [0, 1], [0, 1]], bool), w, 0.4, [], None)
+    array([ True,  True])
+    """
+    total = float(weights.sum())
+    if total <= 0:
+        return np.zeros(covered.shape[1], dtype=bool)
+    share = weights @ covered.astype(np.float64) / total
+    return np.asarray(share > (0.5 if param is None else param) + 1e-12)
+
+
+@span_reducer("dawid_skene", param="share", default=0.5, needs_fit=True)
+def _span_dawid_skene(
+    covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
+    fit: Reliability | None,
+) -> BoolArray:  # fmt: skip
+    """Characters whose Dawid–Skene posterior (per-character judge reliability) exceeds T.
+
+    >>> fit = Reliability({"a": 0.9, "b": 0.2}, {"a": 0.9, "b": 0.9}, 0.3)
+    >>> _span_dawid_skene(np.array([[1, 0], [0, 1]], bool), np.ones(2), 0.5, ["a", "b"], fit)
+    array([ True, False])
+    """
+    if fit is None:
+        raise RuleError("spans=dawid_skene needs a fitted reliability (re-aggregate the run)")
+    posterior = _sigmoid(fit.log_odds(judges, covered.astype(np.float64)))
+    return np.asarray(posterior > (0.5 if param is None else param))
+
+
+def _sigmoid(x: FloatArray) -> FloatArray:
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * x)))
+
+
+# -------------------------------------------------------------------------- verdict rules
+
+
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """What a verdict rule sees of one item: the answering judges and the panel's answer."""
+
+    judge_ids: tuple[str, ...]
+    verdicts: BoolArray
+    """Each answering judge's own verdict (its prompt's threshold)."""
+    weights: FloatArray
+    score: float
+    """The consensus score (the score reducer's)."""
+    has_spans: bool
+    """The consensus has at least one span."""
+    fit: Reliability | None = None
+
+
+@verdict_rule("majority")
+def _verdict_majority(ballot: Ballot, param: float | None) -> bool:
+    """Strictly more than half of the answering judges said hallucinated (a tie is clean).
+
+    >>> _verdict_majority(_ballot([1, 1, 0, 0]), None)
+    False
+    """
+    return bool(ballot.verdicts.sum() * 2 > ballot.verdicts.size)
+
+
+@verdict_rule("at_least", param="int", default=1)
+def _verdict_at_least(ballot: Ballot, param: float | None) -> bool:
+    """At least K answering judges said hallucinated.
+
+    >>> _verdict_at_least(_ballot([1, 0, 0]), 1)
+    True
+    """
+    return bool(ballot.verdicts.sum() >= int(param or 1))
+
+
+@verdict_rule("weighted", param="share", default=0.5)
+def _verdict_weighted(ballot: Ballot, param: float | None) -> bool:
+    """Judges holding strictly more than a share T (default 0.5) of the weight said so.
+
+    >>> _verdict_weighted(_ballot([1, 0, 0], weights=[3, 1, 1]), 0.5)
+    True
+    """
+    total = float(ballot.weights.sum())
+    share = float(ballot.weights @ ballot.verdicts.astype(np.float64)) / total if total else 0.0
+    return share > (0.5 if param is None else param) + 1e-12
+
+
+@verdict_rule("score", param="threshold", default=0.5)
+def _verdict_score(ballot: Ballot, param: float | None) -> bool:
+    """The consensus score is at or above T (default 0.5).
+
+    >>> _verdict_score(_ballot([0, 0, 1], score=0.3), 0.3)
+    True
+    """
+    return ballot.score >= (0.5 if param is None else param) - 1e-12
+
+
+@verdict_rule("spans")
+def _verdict_spans(ballot: Ballot, param: float | None) -> bool:
+    """The consensus marks at least one span, so verdict and spans cannot contradict.
+
+    >>> _verdict_spans(_ballot([1, 1, 1], has_spans=False), None)
+    False
+    """
+    return ballot.has_spans
+
+
+@verdict_rule("dawid_skene", param="share", default=0.5, needs_fit=True)
+def _verdict_dawid_skene(ballot: Ballot, param: float | None) -> bool:
+    """The Dawid–Skene posterior (each judge weighed by its estimated reliability) exceeds T.
+
+    >>> fit = Reliability({"a": 0.95, "b": 0.6, "c": 0.6}, {"a": 0.95, "b": 0.6, "c": 0.6}, 0.5)
+    >>> _verdict_dawid_skene(_ballot([1, 0, 0], ids=("a", "b", "c"), fit=fit), 0.5)
+    True
+    """
+    if ballot.fit is None:
+        raise RuleError("verdict=dawid_skene needs a fitted reliability (re-aggregate the run)")
+    votes = ballot.verdicts.astype(np.float64)[:, None]
+    return bool(_sigmoid(ballot.fit.log_odds(ballot.judge_ids, votes))[0] > (param or 0.5))
+
+
+def _ballot(
+    verdicts: Sequence[int],
+    weights: Sequence[float] | None = None,
+    score: float = 0.0,
+    has_spans: bool = False,
+    ids: tuple[str, ...] | None = None,
+    fit: Reliability | None = None,
+) -> Ballot:
+    """A ballot for the doctests."""
+    n = len(verdicts)
+    return Ballot(
+        judge_ids=ids or tuple(f"j{i}" for i in range(n)),
+        verdicts=np.asarray(verdicts, dtype=bool),
+        weights=np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64),
+        score=score,
+        has_spans=has_spans,
+        fit=fit,
+    )
+
+
+# ------------------------------------------------------------------------------ the rule
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef:
+    """One family's choice: a registered name and its parameter (None: the default)."""
+
+    family: Family
+    name: str
+    param: float | None = None
+
+    @classmethod
+    def parse(cls, family: Family, text: str) -> RuleRef:
+        """``name`` or ``name:param``, checked against the registry.
+
+        >>> RuleRef.parse("spans", "at_least:2")
+        RuleRef(family='spans', name='at_least', param=2.0)
+        >>> RuleRef.parse("spans", "most")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        juryflow.maths.reducers.RuleError: unknown spans rule 'most'; known: ...
+        """
+        name, _, raw = str(text).strip().partition(":")
+        registry = _REGISTRY[family]
+        known = ", ".join(sorted(registry))
+        if family == "verdict":
+            known += ", auto"
+            if name == "auto" and not raw:
+                return cls(family, "auto")
+        entry = registry.get(name)
+        if entry is None:
+            raise RuleError(f"unknown {family} rule {name!r}; known: {known}")
+        if not raw:
+            return cls(family, name)
+        if entry.param == "none":
+            raise RuleError(f"{family} rule {name!r} takes no parameter; write '{name}'")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise RuleError(f"{family} rule '{text}': {raw!r} is not a number") from None
+        _check_param(family, name, entry.param, value)
+        return cls(family, name, value)
+
+    @property
+    def entry(self) -> _Entry:
+        return _REGISTRY[self.family][self.name]
+
+    @property
+    def needs_fit(self) -> bool:
+        return self.name != "auto" and self.entry.needs_fit
+
+    def __str__(self) -> str:
+        if self.param is None:
+            return self.name
+        shown = int(self.param) if self.entry.param == "int" else self.param
+        return f"{self.name}:{shown:g}" if isinstance(shown, float) else f"{self.name}:{shown}"
+
+
+def _check_param(family: str, name: str, kind: str, value: float) -> None:
+    ok = {
+        "int": value >= 1 and float(value).is_integer(),
+        "share": 0.0 <= value < 1.0,
+        "threshold": 0.0 < value <= 1.0,
+    }[kind]
+    if not ok:
+        need = {
+            "int": "a whole number of judges, at least 1",
+            "share": "a share in [0, 1)",
+            "threshold": "a threshold in (0, 1]",
+        }[kind]
+        raise RuleError(f"{family} rule '{name}:{value:g}': the parameter must be {need}")
+
+
+DEFAULT_SCORE = "median"
+DEFAULT_SPANS = "majority"
+DEFAULT_VERDICT = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsensusRule:
+    """The whole consensus rule of a run: score, spans and verdict rules, judge weights.
+
+    Stored with every run (``runs.consensus``), shown in reports and artifacts, and applied
+    again by ``juryflow reaggregate --consensus``. ``name`` is the calibration it came from.
+    """
+
+    score: RuleRef = field(default_factory=lambda: RuleRef("score", DEFAULT_SCORE))
+    spans: RuleRef = field(default_factory=lambda: RuleRef("spans", DEFAULT_SPANS))
+    verdict: RuleRef = field(default_factory=lambda: RuleRef("verdict", DEFAULT_VERDICT))
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """Per-judge weights for the weighted score and verdict rules (missing judges weigh 1)."""
+    span_weights: Mapping[str, float] = field(default_factory=dict)
+    """Per-judge weights for ``spans: weighted``; default: ``weights``. Kept apart because
+    how often a judge marks the right characters is not how often it gets the verdict."""
+    verdict_fit: Reliability | None = None
+    span_fit: Reliability | None = None
+    name: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ConsensusRule:
+        """A rule from a panel file's ``consensus:`` block or a stored run.
+
+        >>> str(ConsensusRule.from_dict({"spans": "union", "verdict": "spans"}))
+        'score median · spans union · verdict spans'
+        >>> ConsensusRule.from_dict({"spans": "union", "vote": "spans"})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        juryflow.maths.reducers.RuleError: consensus: unknown key(s) vote; keys are ...
+        """
+        data = dict(data or {})
+        allowed = (
+            "score", "spans", "verdict", "weights", "span_weights", "name", "verdict_fit",
+            "span_fit",
+        )  # fmt: skip
+        unknown = [k for k in data if k not in allowed]
+        if unknown:
+            raise RuleError(
+                f"consensus: unknown key(s) {', '.join(map(str, unknown))}; "
+                "keys are score, spans, verdict, weights, span_weights, name"
+            )
+        return cls(
+            score=RuleRef.parse("score", data.get("score") or DEFAULT_SCORE),
+            spans=RuleRef.parse("spans", data.get("spans") or DEFAULT_SPANS),
+            verdict=RuleRef.parse("verdict", data.get("verdict") or DEFAULT_VERDICT),
+            weights=_weights("weights", data.get("weights")),
+            span_weights=_weights("span_weights", data.get("span_weights")),
+            verdict_fit=_fit(data.get("verdict_fit")),
+            span_fit=_fit(data.get("span_fit")),
+            name=data.get("name"),
+        )
+
+    @classmethod
+    def from_options(
+        cls, options: Sequence[str], base: ConsensusRule | None = None
+    ) -> ConsensusRule:
+        """``["spans=at_least:2", "verdict=spans"]`` (``--consensus``) over ``base``.
+
+        >>> str(ConsensusRule.from_options(["score=mean", "verdict=score:0.3"]))
+        'score mean · spans majority · verdict score:0.3'
+        """
+        data = (base or cls()).to_dict()
+        for option in options:
+            key, sep, value = option.partition("=")
+            key = key.strip()
+            if not sep or key not in ("score", "spans", "verdict"):
+                raise RuleError(
+                    f"--consensus {option!r}: write FAMILY=RULE with FAMILY score, spans or "
+                    "verdict, e.g. --consensus spans=at_least:2"
+                )
+            data[key] = value.strip()
+            # A fit belongs to the rule it was made for: a new verdict or span rule drops it.
+            data.pop(f"{'span' if key == 'spans' else key}_fit", None)
+        data.pop("name", None)
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "score": str(self.score),
+            "spans": str(self.spans),
+            "verdict": str(self.verdict),
+        }
+        if self.weights:
+            data["weights"] = dict(self.weights)
+        if self.span_weights:
+            data["span_weights"] = dict(self.span_weights)
+        if self.verdict_fit is not None:
+            data["verdict_fit"] = self.verdict_fit.to_dict()
+        if self.span_fit is not None:
+            data["span_fit"] = self.span_fit.to_dict()
+        if self.name:
+            data["name"] = self.name
+        return data
+
+    def __str__(self) -> str:
+        text = f"score {self.score} · spans {self.spans} · verdict {self.verdict}"
+        if self.weights:
+            text += " · weights " + ", ".join(f"{k}={v:g}" for k, v in self.weights.items())
+        if self.span_weights:
+            text += " · span weights " + ", ".join(
+                f"{k}={v:g}" for k, v in self.span_weights.items()
+            )
+        return f"{text} (calibration {self.name})" if self.name else text
+
+    def resolve(self, all_span_judges: bool) -> ConsensusRule:
+        """``verdict: auto`` made concrete for a panel: ``spans`` when every judge answers
+        with spans (verdict and spans then cannot contradict), ``majority`` otherwise.
+
+        >>> str(ConsensusRule().resolve(all_span_judges=True).verdict)
+        'spans'
+        """
+        if self.verdict.name != "auto":
+            return self
+        return replace(self, verdict=RuleRef("verdict", "spans" if all_span_judges else "majority"))
+
+    @property
+    def needs_fit(self) -> bool:
+        """A rule that weighs judges by a reliability estimated over the whole run."""
+        return (self.verdict.needs_fit and self.verdict_fit is None) or (
+            self.spans.needs_fit and self.span_fit is None
+        )
+
+    def provisional(self) -> ConsensusRule:
+        """The rule with its run-fitted parts replaced by their unfitted counterparts
+        (``dawid_skene`` verdicts by ``majority``, spans by ``majority``): what a chunk
+        uses before the run's end has the data to fit it.
+
+        >>> str(ConsensusRule.from_options(["verdict=dawid_skene"]).provisional().verdict)
+        'majority'
+        """
+        rule = self
+        if self.verdict.needs_fit and self.verdict_fit is None:
+            rule = replace(rule, verdict=RuleRef("verdict", "majority"))
+        if self.spans.needs_fit and self.span_fit is None:
+            rule = replace(rule, spans=RuleRef("spans", "majority"))
+        return rule
+
+    def weight_vector(self, judge_ids: Sequence[str]) -> FloatArray:
+        return np.asarray([self.weights.get(j, 1.0) for j in judge_ids], dtype=np.float64)
+
+    def span_weight_vector(self, judge_ids: Sequence[str]) -> FloatArray:
+        weights = self.span_weights or self.weights
+        return np.asarray([weights.get(j, 1.0) for j in judge_ids], dtype=np.float64)
+
+    def check_judges(self, judge_ids: Sequence[str]) -> None:
+        """Weights naming a judge the panel does not have are a typo, not a no-op."""
+        unknown = sorted((set(self.weights) | set(self.span_weights)) - set(judge_ids))
+        if unknown:
+            raise RuleError(
+                f"consensus.weights name judge(s) {', '.join(unknown)} that the panel does not "
+                f"have; the panel's judges are {', '.join(judge_ids)}"
+            )
+
+
+def _weights(key: str, weights: Any) -> dict[str, float]:
+    if weights is None:
+        return {}
+    if not isinstance(weights, Mapping):
+        raise RuleError(f"consensus.{key} must map judge ids to numbers, e.g. {{claude: 2}}")
+    checked: dict[str, float] = {}
+    for judge_id, weight in weights.items():
+        try:
+            value = float(weight)
+        except (TypeError, ValueError):
+            raise RuleError(f"consensus.{key}.{judge_id}: {weight!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise RuleError(f"consensus.{key}.{judge_id}: weights must be >= 0")
+        checked[str(judge_id)] = value
+    return checked
+
+
+def _fit(data: Any) -> Reliability | None:
+    if data is None or isinstance(data, Reliability):
+        return data
+    try:
+        return Reliability.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RuleError("a stored reliability fit is malformed; re-aggregate the run") from None
+
+
+DEFAULT_RULE = ConsensusRule()
+"""Median scores, majority-overlap spans, and a verdict the panel's kind calls for."""
+
+
+# ------------------------------------------------------------------------------ applying
+
+
+def reduce_score(rule: ConsensusRule, scores: FloatArray, weights: FloatArray) -> float:
+    return float(rule.score.entry.fn(scores, weights, rule.score.param))
+
+
+def reduce_spans(
+    rule: ConsensusRule, covered: BoolArray, weights: FloatArray, judge_ids: Sequence[str]
+) -> BoolArray:
+    """Which characters the panel marks, from ``covered`` ``(n_span_judges, n_chars)``."""
+    if covered.shape[0] == 0:
+        return np.zeros(covered.shape[1], dtype=bool)
+    return np.asarray(
+        rule.spans.entry.fn(covered, weights, rule.spans.param, judge_ids, rule.span_fit),
+        dtype=bool,
+    )
+
+
+def decide_verdict(rule: ConsensusRule, ballot: Ballot) -> bool:
+    if rule.verdict.name == "auto":
+        raise RuleError("resolve verdict 'auto' against the panel first (ConsensusRule.resolve)")
+    if ballot.fit is None and rule.verdict_fit is not None:
+        ballot = replace(ballot, fit=rule.verdict_fit)
+    return bool(rule.verdict.entry.fn(ballot, rule.verdict.param))

@@ -1,0 +1,292 @@
+"""What a run would cost, before it runs: the ``--dry-run`` estimate and the ``--max-cost``
+checks.
+
+Nothing here calls a model, starts Prefect or writes anything: the dataset is read and every
+(item, judge) prompt rendered exactly as the run would, and the store, when it exists, is
+only read (its judgment cache and the output sizes of earlier calls). API keys are not
+needed: a missing one is reported as a note, since the run itself would refuse to start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from juryflow.judges.budget import check_enforceable
+from juryflow.judges.llm_judge import prompt_cache_key
+from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse_panel
+from juryflow.judges.pricing import price_for
+from juryflow.maths.records import Item
+from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs
+from juryflow.prompts.loader import PromptError, PromptTemplate
+from juryflow.storage.datasets import (
+    DEFAULT_MAX_CHARS,
+    RowError,
+    read_items,
+    select_items,
+)
+from juryflow.storage.reads.run_queries import cached_keys, typical_output_tokens
+from juryflow.storage.store import Store
+
+CHARS_PER_TOKEN = 4
+"""No tokenizer is loaded (none ships with juryflow, and fetching one needs the network):
+English prose runs at about four characters a token for the GPT and Claude tokenizers,
+the same figure the rate limiter reserves by."""
+
+DEFAULT_OUTPUT_TOKENS = 300
+"""Output tokens per call when the store has no earlier call of the judge's model and
+prompt: a guess at a JSON answer with short reasoning and a few spans."""
+
+INPUT_METHOD = (
+    "input tokens: characters of each rendered prompt / 4 (an estimate, no tokenizer); "
+    "the tool or JSON-schema definition sent with a structured call is not counted"
+)
+
+_LOOKUP_BATCH = 2000
+
+
+@dataclass(slots=True)
+class JudgeEstimate:
+    judge_id: str
+    model: str | None
+    """None for an offline detector (no model call, no cost)."""
+    price: Price | None = None
+    calls: int = 0
+    """Model calls the run would make (retries not counted)."""
+    cached: int = 0
+    """Answers the run would take from the store's judgment cache instead of calling."""
+    no_call: int = 0
+    """Items whose prompt cannot be rendered: unscored without a call."""
+    input_tokens: int = 0
+    output_tokens_each: float = 0.0
+    output_basis: str = ""
+    max_tokens: int = 0
+
+    @property
+    def output_tokens(self) -> int:
+        return round(self.calls * self.output_tokens_each)
+
+    @property
+    def output_tokens_max(self) -> int:
+        return self.calls * self.max_tokens
+
+    def cost(self, output_tokens: int) -> float | None:
+        if self.model is None:
+            return 0.0
+        if self.price is None:
+            return None
+        return (self.input_tokens * self.price.input + output_tokens * self.price.output) / 1e6
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.cost(self.output_tokens)
+
+    @property
+    def cost_max_usd(self) -> float | None:
+        return self.cost(self.output_tokens_max)
+
+
+@dataclass(slots=True)
+class DryRun:
+    """What a run would call and cost, judge by judge (``juryflow run --dry-run``)."""
+
+    dataset: Path
+    panel_name: str
+    judges: list[JudgeEstimate]
+    items: int = 0
+    rejected_rows: int = 0
+    cache_used: bool = False
+    """Whether the store's cache was consulted (it exists and --no-cache was not given)."""
+    notes: list[str] = field(default_factory=list)
+    max_cost: float | None = None
+
+    def table(self) -> pa.Table:
+        """One row per judge, as the CLI prints it; costs in US dollars, None unpriced."""
+        return pa.Table.from_pylist(
+            [
+                {
+                    "judge_id": j.judge_id,
+                    "model": j.model,
+                    "calls": j.calls,
+                    "cached": j.cached,
+                    "input_tokens": j.input_tokens,
+                    "output_tokens_est": j.output_tokens,
+                    "cost_usd_est": j.cost_usd,
+                    "cost_usd_max": j.cost_max_usd,
+                }
+                for j in self.judges
+            ]
+        )
+
+    def total(self, attribute: str) -> float | None:
+        values = [getattr(j, attribute) for j in self.judges]
+        return None if any(v is None for v in values) else sum(values)
+
+
+def _llm_judges(panel: PanelSpec) -> list[tuple[JudgeSpec, PromptTemplate]]:
+    return [
+        (spec, spec.template())
+        for spec in panel.judges
+        if spec.provider != "offline" and spec.prompt is not None
+    ]
+
+
+def _key_note(spec: JudgeSpec) -> str | None:
+    """Whether the run would find the judge's key, without asking Prefect for a Secret."""
+    from juryflow.judges.keys import resolve_api_key
+    from juryflow.judges.providers.base import MissingKeyError
+
+    if spec.api_key_secret is not None:
+        return None  # a Prefect Secret block: looking needs the Prefect server
+    try:
+        resolve_api_key(spec)
+    except MissingKeyError:
+        return f"judge {spec.id!r}: {spec.key_env} is not set; the run would refuse to start"
+    except RuntimeError as error:  # masked credentials in a stored panel
+        return str(error)
+    return None
+
+
+def _selected(dataset: Path, plan: RunPlan, max_chars: int) -> Iterator[Item | RowError]:
+    return select_items(
+        read_items(dataset, plan.needed_variables, plan.mapping, max_chars),
+        plan.limit,
+        plan.sample,
+        plan.seed,
+    )
+
+
+def estimate_run(
+    dataset: str | None,
+    panel: str | None,
+    mapping: dict[str, str] | None = None,
+    *,
+    db: str | None = None,
+    quorum: int | None = None,
+    use_cache: bool = True,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    max_cost: float | None = None,
+) -> DryRun:
+    """The calls, tokens and cost per judge of the run these options would start."""
+    check_selection(limit, sample)
+    panel_spec = load_panel(panel)
+    if max_cost is not None:
+        check_enforceable(panel_spec, max_cost, distributed=False)
+    # The run's own checks (span texts included), so the dry run refuses what it would.
+    dataset_path = checked_inputs(panel_spec, dataset, mapping, quorum)
+    store = Store(db)
+    plan = RunPlan(
+        run_id="",
+        store=store,
+        panel=panel_spec,
+        dataset=dataset_path,
+        mapping=dict(mapping or {}),
+        quorum=panel_spec.effective_quorum,
+        chunk_size=1,
+        max_chars=max_chars,
+        use_cache=use_cache,
+        resumed=False,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+    )
+    # Only read: a dry run never creates the store it would write to.
+    existing = store if store.exists() else None
+    result = DryRun(
+        dataset_path,
+        panel_spec.name,
+        [JudgeEstimate(spec.id, spec.model) for spec in panel_spec.judges],
+        cache_used=use_cache and existing is not None,
+        max_cost=max_cost,
+    )
+    by_id = {estimate.judge_id: estimate for estimate in result.judges}
+    judges = _llm_judges(panel_spec)
+    for spec, _ in judges:
+        by_id[spec.id].price = price_for(spec.model or "", panel_spec.prices)
+        by_id[spec.id].max_tokens = spec.max_tokens
+        note = _key_note(spec)
+        if note:
+            result.notes.append(note)
+    _output_sizes(result, judges, existing)
+
+    pending: list[tuple[str, str, int]] = []  # (judge id, cache key, input tokens)
+    for row in _selected(dataset_path, plan, max_chars):
+        if not isinstance(row, Item):
+            result.rejected_rows += 1
+            continue
+        result.items += 1
+        for spec, template in judges:
+            try:
+                prompt = template.render(row.variables)
+            except PromptError:
+                by_id[spec.id].no_call += 1
+                continue
+            tokens = len(prompt) // CHARS_PER_TOKEN
+            pending.append((spec.id, prompt_cache_key(spec, prompt), tokens))
+        if len(pending) >= _LOOKUP_BATCH:
+            _settle(pending, by_id, existing if result.cache_used else None)
+            pending = []
+    _settle(pending, by_id, existing if result.cache_used else None)
+    return result
+
+
+def _settle(
+    pending: list[tuple[str, str, int]],
+    by_id: dict[str, JudgeEstimate],
+    store: Store | None,
+) -> None:
+    """Count the rendered prompts as calls, or as cache hits when the store has the answer."""
+    hits = cached_keys(store, [key for _, key, _ in pending]) if store is not None else set()
+    for judge_id, key, tokens in pending:
+        estimate = by_id[judge_id]
+        if key in hits:
+            estimate.cached += 1
+        else:
+            estimate.calls += 1
+            estimate.input_tokens += tokens
+
+
+def _output_sizes(
+    result: DryRun, judges: list[tuple[JudgeSpec, PromptTemplate]], store: Store | None
+) -> None:
+    """Output tokens per call: the mean of the store's earlier calls of the same model and
+    prompt, else :data:`DEFAULT_OUTPUT_TOKENS` (capped by ``max_tokens``)."""
+    pairs = [(spec.model or "", template.sha256) for spec, template in judges]
+    seen = typical_output_tokens(store, pairs) if store is not None else {}
+    for (spec, _), pair in zip(judges, pairs, strict=True):
+        estimate = next(e for e in result.judges if e.judge_id == spec.id)
+        if pair in seen:
+            mean, count = seen[pair]
+            estimate.output_tokens_each = min(mean, spec.max_tokens)
+            estimate.output_basis = f"mean of {count} earlier calls in the store"
+        else:
+            estimate.output_tokens_each = min(DEFAULT_OUTPUT_TOKENS, spec.max_tokens)
+            estimate.output_basis = f"a guess of {DEFAULT_OUTPUT_TOKENS} per call"
+
+
+def check_budget(
+    panel: str | None,
+    db: str | None,
+    resume: str | None,
+    max_cost: float,
+    distributed: bool,
+) -> None:
+    """Refuse ``--max-cost`` before a run starts when it could not be kept: a model without
+    a price (the panel's ``prices:`` names it), or Dask workers. Raises BudgetError."""
+    if resume is None:
+        check_enforceable(load_panel(panel), max_cost, distributed=distributed)
+        return
+    # A resumed run keeps the panel it started with, as stored.
+    store = Store(db)
+    run = store.get_run(resume) if store.exists() else None
+    if run is None:
+        return  # no such run: planning the run says so
+    check_enforceable(
+        parse_panel(run.panel, f"run {resume}"), max_cost, distributed=distributed, resumed=True
+    )

@@ -1,0 +1,656 @@
+"""Everything a run decides before the first call: dataset, panel, keys, store and run row."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from juryflow.judges.factory import check_keys
+from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
+from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
+from juryflow.prompts.loader import PromptTemplate
+from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
+from juryflow.storage.shards import (
+    ShardError,
+    ShardLease,
+    ShardSpec,
+    check_claim,
+    check_run_id,
+    claim_shard,
+    create_or_join,
+    lease_seconds,
+    parse_shard,
+)
+from juryflow.storage.store import RunRecord, Store, new_run_id
+
+# The package data `juryflow.examples`: the repository's examples/ in a checkout or an editable
+# install of either mode, juryflow/examples/ in the wheel.
+BUNDLED_DATASET = Path(
+    str(resources.files("juryflow.examples").joinpath("ragtruth_data2txt_sample.jsonl"))
+).resolve()
+DETECTOR_VARIABLES = ("reference", "response")
+
+
+class RunSetupError(ValueError):
+    pass
+
+
+logger = logging.getLogger(__name__)
+
+
+def check_sizes(chunk_size: int, max_chars: int) -> None:
+    """The command line range-checks these; a flow called directly gets the same answer."""
+    if chunk_size < 1:
+        raise RunSetupError(f"--chunk-size {chunk_size}: give at least 1 item per task")
+    if max_chars < 1:
+        raise RunSetupError(f"--max-chars {max_chars}: give at least 1 character")
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    run_id: str
+    store: Store
+    panel: PanelSpec
+    dataset: Path
+    mapping: dict[str, str]
+    quorum: int
+    chunk_size: int
+    max_chars: int
+    use_cache: bool
+    resumed: bool
+    rule: ConsensusRule = DEFAULT_RULE
+    """The consensus rule, ``verdict: auto`` resolved for the panel."""
+    limit: int | None = None
+    """Judge only the first ``limit`` items of the dataset."""
+    sample: int | None = None
+    """Judge ``sample`` items drawn uniformly with ``seed`` (see ``select_items``)."""
+    seed: int = 0
+    shard: ShardSpec | None = None
+    """Judge only this shard of the run's items (``--shard I/N``); None: all of them."""
+    lease: ShardLease | None = None
+    """This process's claim on ``shard``, which the run renews before its writes."""
+
+    @property
+    def journal_key(self) -> str:
+        """The journal's name: a shard has its own (two may run on one machine)."""
+        if self.shard is None:
+            return self.run_id
+        return f"{self.run_id}.shard-{self.shard.index}-of-{self.shard.count}"
+
+    def holds(self, item_id: str) -> bool:
+        """Is the item this plan's to judge (every item, unless sharded)?"""
+        return self.shard is None or self.shard.holds(item_id)
+
+    @property
+    def templates(self) -> list[PromptTemplate]:
+        """The panel's prompt templates, each once (catalogue and file prompts alike)."""
+        found: dict[str, PromptTemplate] = {}
+        for judge in self.panel.judges:
+            if judge.prompt:
+                template = judge.template()
+                found.setdefault(template.ref, template)
+        return list(found.values())
+
+    @property
+    def needed_variables(self) -> list[str]:
+        needed: dict[str, None] = {}
+        for template in self.templates:
+            needed.update(dict.fromkeys(template.variables))
+        if any(j.provider == "offline" for j in self.panel.judges):
+            needed.update(dict.fromkeys(DETECTOR_VARIABLES))
+        return list(needed)
+
+    @property
+    def text_variable(self) -> str:
+        """The variable whose text spans point into (the judged response)."""
+        for template in self.templates:
+            if template.span_variable:
+                return template.span_variable
+        return "response" if "response" in self.needed_variables else self.needed_variables[-1]
+
+
+def public_panel(panel: PanelSpec) -> dict[str, Any]:
+    """The panel as stored with a run: no header value, no credential inside a base_url."""
+    return panel.public_dict()
+
+
+def consensus_rule_for(
+    store: Store, panel: PanelSpec, calibration: str | None = None
+) -> ConsensusRule:
+    """The panel's own rule, or the named calibration's when the run asks for one."""
+    if calibration is None:
+        return panel.consensus_rule()
+    record = store.get_calibration(calibration)
+    if record is None:
+        known = ", ".join(store.calibration_names()) or "none yet"
+        raise RunSetupError(
+            f"no calibration {calibration!r} in {store.path} (known: {known}); make one with "
+            "`juryflow calibrate RUN --name NAME` on a run over labelled items"
+        )
+    try:
+        rule = ConsensusRule.from_dict(record.rule)
+        rule.check_judges([j.id for j in panel.judges])
+    except RuleError as error:
+        raise RunSetupError(f"calibration {calibration!r}: {error}") from None
+    return rule.resolve(panel.all_span_judges)
+
+
+def check_span_texts(panel: PanelSpec, columns: dict[str, str]) -> None:
+    """Every span judge flags spans in the same dataset column; raises RunSetupError.
+
+    The consensus votes on character offsets: offsets into two different texts would be
+    combined as if they were one. A prompt file's ``span_variable`` can name any variable,
+    so this is checked once the columns are known.
+    """
+    seen: dict[str, str] = {}
+    for judge in panel.judges:
+        if judge.provider == "offline":
+            variable: str | None = "response"
+        else:
+            template = judge.template()
+            variable = template.span_variable if template.output_kind == "spans" else None
+        if variable is None:
+            continue
+        column = columns.get(variable, variable)
+        seen.setdefault(column, f"{judge.id} ({variable})")
+    if len(seen) > 1:
+        found = ", ".join(f"{judge} in column {column!r}" for column, judge in seen.items())
+        raise RunSetupError(
+            f"the panel's span judges flag spans in different texts: {found}; the consensus "
+            "compares character offsets, so map their span variables to one column with "
+            "--map VAR=COLUMN"
+        )
+
+
+def checked_quorum(quorum: int | None, panel: PanelSpec) -> int:
+    """``quorum`` if the panel can meet it, else the panel's default; raises RunSetupError.
+
+    0 is an answer, not "unset": it is refused like any other number outside 1..panel size.
+    """
+    if quorum is None:
+        return panel.effective_quorum
+    size = len(panel.judges)
+    if not 1 <= quorum <= size:
+        noun = "judge" if size == 1 else "judges"
+        raise RunSetupError(
+            f"--quorum {quorum} is out of range: pass 1 to {size} (the panel has {size} {noun})"
+        )
+    return quorum
+
+
+def checked_inputs(
+    panel_spec: PanelSpec, dataset: str | None, mapping: dict[str, str] | None, quorum: int | None
+) -> Path:
+    """What a run and a dry run both check before anything else, with no key and no store:
+    the quorum, the dataset, its columns against the prompts' variables (after ``--map``)
+    and the span judges' texts. Returns the dataset's path."""
+    from juryflow.storage.datasets import dataset_columns, resolve_columns
+
+    checked_quorum(quorum, panel_spec)
+    dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
+    if not dataset_path.is_file():
+        raise RunSetupError(f"dataset {dataset_path} does not exist")
+    probe = RunPlan(
+        run_id="",
+        store=Store(":memory:"),
+        panel=panel_spec,
+        dataset=dataset_path,
+        mapping=dict(mapping or {}),
+        quorum=panel_spec.effective_quorum,
+        chunk_size=1,
+        max_chars=DEFAULT_MAX_CHARS,
+        use_cache=False,
+        resumed=False,
+    )
+    columns = resolve_columns(dataset_columns(dataset_path), probe.needed_variables, probe.mapping)
+    check_span_texts(panel_spec, columns.variables)
+    return dataset_path
+
+
+def preflight(
+    dataset: str | None,
+    panel: str | None,
+    mapping: dict[str, str] | None,
+    quorum: int | None = None,
+    db: str | None = None,
+    calibration: str | None = None,
+) -> list[str]:
+    """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
+    the store (created or brought to the latest schema) and the named calibration.
+    Returns warnings to show."""
+    panel_spec = load_panel(panel)
+    check_keys(panel_spec)
+    checked_inputs(panel_spec, dataset, mapping, quorum)
+    store = Store(db)
+    store.migrate()
+    consensus_rule_for(store, panel_spec, calibration)
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRequest:
+    """The options a command line gave beside ``--resume``; None (False) = not given."""
+
+    dataset: str | None = None
+    panel: str | None = None
+    mapping: dict[str, str] | None = None
+    chunk_size: int | None = None
+    max_chars: int | None = None
+    no_cache: bool = False
+    suite: str | None = None
+
+
+def _as_stored(value: Any) -> Any:
+    """``value`` as it reads back from the runs table (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+def _panel_conflict(panel: str, run: RunRecord) -> list[str]:
+    given = load_panel(panel)
+    if _as_stored(given.public_dict()) == run.panel:
+        return []
+    stored = parse_panel(run.panel, f"run {run.run_id}")
+    for judge in given.judges:
+        kept = next((j for j in stored.judges if j.id == judge.id), None)
+        if (
+            kept is not None
+            and judge.prompt_file
+            and kept.prompt_file
+            and judge.prompt == kept.prompt
+            and judge.prompt_text != kept.prompt_text
+        ):
+            return [
+                f"--panel {panel} (judge {judge.id}'s prompt file {judge.prompt} changed "
+                "since the run started; without --panel the resume uses the stored text)"
+            ]
+    return [f"--panel {panel} (the run's panel {run.panel_name} differs)"]
+
+
+def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
+    """The given options that differ from what ``run`` started with, each with the run's.
+
+    A resumed run takes its options from the store; one given differently would be
+    silently ignored, so it is named instead. Repeating the run's own value is fine.
+    """
+    stored = run.parameters or {}
+    found: list[str] = []
+
+    def differs(option: str, value: object, kept: object) -> None:
+        if value is not None and kept is not None and value != kept:
+            found.append(f"{option} {value} (the run's: {kept})")
+
+    if (
+        given.dataset is not None
+        and run.dataset is not None
+        and Path(given.dataset).resolve() != Path(run.dataset)
+    ):
+        found.append(f"DATASET {given.dataset} (the run read {run.dataset})")
+    if given.panel is not None:
+        found += _panel_conflict(given.panel, run)
+    if given.mapping is not None and given.mapping != dict(stored.get("mapping") or {}):
+        kept = " ".join(f"{k}={v}" for k, v in (stored.get("mapping") or {}).items()) or "none"
+        found.append(f"--map {' '.join(f'{k}={v}' for k, v in given.mapping.items())} "
+                     f"(the run's: {kept})")  # fmt: skip
+    differs("--chunk-size", given.chunk_size, stored.get("chunk_size"))
+    differs("--max-chars", given.max_chars, stored.get("max_chars"))
+    differs("--suite", given.suite, run.suite)
+    if given.no_cache and stored.get("use_cache", True):
+        found.append("--no-cache (the run uses the cache)")
+    return found
+
+
+def preflight_resume(db: str | None, run_id: str, given: ResumeRequest | None = None) -> list[str]:
+    """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
+    starts; returns warnings to show."""
+    store = Store(db)
+    store.migrate()
+    run, _, warnings = _resumable(store, run_id)
+    conflicts = resume_conflicts(run, given or ResumeRequest())
+    if conflicts:
+        raise RunSetupError(
+            f"--resume {run_id} continues the run with the options it started with; "
+            f"drop {'; '.join(conflicts)} (or start a new run without --resume)"
+        )
+    return warnings
+
+
+def check_selection(limit: int | None, sample: int | None) -> None:
+    """``--limit`` and ``--sample`` are whole positive numbers, and only one of them."""
+    if limit is not None and sample is not None:
+        raise RunSetupError("give --limit N (the first N items) or --sample N, not both")
+    for name, value in (("--limit", limit), ("--sample", sample)):
+        if value is not None and value < 1:
+            raise RunSetupError(f"{name} {value}: give 1 or more items")
+
+
+def plan_run(
+    *,
+    dataset: str | None,
+    panel: str | None,
+    db: str | None,
+    resume: str | None,
+    suite: str | None,
+    chunk_size: int,
+    quorum: int | None,
+    mapping: dict[str, str] | None,
+    use_cache: bool,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    flow_run_id: str | None = None,
+    calibration: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    shard: str | None = None,
+    run_id: str | None = None,
+    data_path: str | None = None,
+    take_over: bool = False,
+) -> RunPlan:
+    check_sizes(chunk_size, max_chars)
+    check_selection(limit, sample)
+    spec = checked_shard(shard, run_id, resume)
+    store = Store(db, data_path)
+    store.migrate()
+    if resume:
+        return _resume_plan(store, resume, chunk_size, use_cache, flow_run_id)
+    plan, record = _new_run(
+        store,
+        spec,
+        run_id,
+        dataset=dataset,
+        panel=panel,
+        suite=suite,
+        chunk_size=chunk_size,
+        quorum=quorum,
+        mapping=mapping,
+        use_cache=use_cache,
+        max_chars=max_chars,
+        flow_run_id=flow_run_id,
+        calibration=calibration,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+    )
+    if spec is None:
+        store.create_run(record)
+        return plan
+    return _join_shard(plan, record, spec, take_over)
+
+
+def _new_run(
+    store: Store,
+    spec: ShardSpec | None,
+    run_id: str | None,
+    *,
+    dataset: str | None,
+    panel: str | None,
+    suite: str | None,
+    chunk_size: int,
+    quorum: int | None,
+    mapping: dict[str, str] | None,
+    use_cache: bool,
+    max_chars: int,
+    flow_run_id: str | None,
+    calibration: str | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+) -> tuple[RunPlan, RunRecord]:
+    """The plan of a new run (or shard) and the run row it would write; nothing written."""
+    panel_spec = load_panel(panel)
+    check_keys(panel_spec)
+    dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
+    if not dataset_path.is_file():
+        raise RunSetupError(f"dataset {dataset_path} does not exist")
+    effective_quorum = checked_quorum(quorum, panel_spec)
+    rule = consensus_rule_for(store, panel_spec, calibration)
+    run_id = run_id or new_run_id()
+    plan = RunPlan(
+        run_id=run_id,
+        store=store,
+        panel=panel_spec,
+        dataset=dataset_path.resolve(),
+        mapping=dict(mapping or {}),
+        quorum=effective_quorum,
+        chunk_size=chunk_size,
+        max_chars=max_chars,
+        use_cache=use_cache,
+        resumed=False,
+        rule=rule,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        shard=spec,
+    )
+    _check_span_texts_of(plan)
+    record = RunRecord(
+        run_id=run_id,
+        kind="evaluate",
+        suite=suite or f"{dataset_path.stem}:{panel_spec.name}",
+        status="running",
+        started_at=datetime.now(UTC),
+        finished_at=None,
+        dataset=str(plan.dataset),
+        panel_name=panel_spec.name,
+        panel=public_panel(panel_spec),
+        prompts=[t.record() for t in plan.templates],
+        quorum=effective_quorum,
+        n_judges=len(panel_spec.judges),
+        parameters={
+            "mapping": plan.mapping,
+            "chunk_size": chunk_size,
+            "max_chars": max_chars,
+            "use_cache": use_cache,
+            "calibration": calibration,
+            "limit": limit,
+            "sample": sample,
+            "seed": seed,
+            **({"shards": spec.count} if spec else {}),
+        },
+        flow_run_id=flow_run_id,
+        consensus=rule.to_dict(),
+        dataset_fingerprint=dataset_fingerprint(plan.dataset),
+    )
+    return plan, record
+
+
+def preflight_shard(
+    db: str | None, shard: str, run_id: str, take_over: bool, **options: Any
+) -> list[str]:
+    """What joining a sharded run checks, before Prefect starts: the shard agrees with the
+    run as its first shard stored it, and no live process holds it. ``options``: those of
+    :func:`plan_run` for a new run. Returns warnings to show (a lapsed claim taken over)."""
+    spec = checked_shard(shard, run_id, None)
+    assert spec is not None
+    try:
+        lease_seconds()  # a bad setting is told now, not by the flow
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+    store = Store(db)
+    store.migrate()
+    stored = store.get_run(run_id)
+    if stored is None:
+        return []  # this shard will create it
+    plan, record = _new_run(store, spec, run_id, flow_run_id=None, **options)
+    _check_joinable(plan, stored, record, spec)
+    try:
+        taken_over = check_claim(store, run_id, spec, take_over=take_over)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+    return [taken_over] if taken_over else []
+
+
+def _check_joinable(plan: RunPlan, stored: RunRecord, record: RunRecord, spec: ShardSpec) -> None:
+    differences = _shard_differences(stored, record)
+    if differences:
+        raise RunSetupError(
+            f"shard {spec} of run {plan.run_id}: {'; '.join(differences)}; every shard of "
+            "a run is started with the same dataset, panel and options"
+        )
+
+
+def checked_shard(shard: str | None, run_id: str | None, resume: str | None) -> ShardSpec | None:
+    """``--shard I/N`` with its ``--run-id``, checked before anything is opened."""
+    try:
+        if shard is None:
+            if run_id is not None:
+                raise ShardError(
+                    "--run-id names a sharded run: give --shard I/N with it (or drop it)"
+                )
+            return None
+        if resume:
+            raise ShardError(
+                "--shard resumes by itself: run the same --shard I/N --run-id RUN again "
+                "(drop --resume)"
+            )
+        spec = parse_shard(shard)
+        check_run_id(run_id)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+    return spec
+
+
+# What every shard of a run must have been started with alike.
+_SHARD_ALIKE = ("mapping", "max_chars", "use_cache", "calibration", "limit", "sample", "seed")
+
+
+def _join_shard(plan: RunPlan, record: RunRecord, spec: ShardSpec, take_over: bool) -> RunPlan:
+    """Create the sharded run (first shard) or join it (the others), then claim the shard."""
+    if plan.rule.needs_fit:
+        raise RunSetupError(
+            f"the consensus rule {plan.rule.name} is fitted over the whole run, which a shard "
+            "does not see: run the shards with another rule, then `juryflow reaggregate RUN "
+            "--consensus ...` once they are finished"
+        )
+    store, run_id = plan.store, plan.run_id
+    try:
+        stored = create_or_join(store, record, spec)
+        if stored is not None:
+            _check_joinable(plan, stored, record, spec)
+            parameters = stored.parameters or {}
+            # Chunks as the first shard cut them; the run's stored settings otherwise.
+            plan = replace(plan, resumed=True, chunk_size=int(parameters.get("chunk_size") or 200))
+        lease = claim_shard(store, run_id, spec, take_over=take_over)
+    except ShardError as error:
+        raise RunSetupError(str(error)) from None
+    return replace(plan, lease=lease)
+
+
+def _shard_differences(stored: RunRecord, given: RunRecord) -> list[str]:
+    if stored.kind != "evaluate":
+        return [f"run {stored.run_id} is a {stored.kind} run, not a sharded evaluation"]
+    found: list[str] = []
+    given = replace(
+        given,
+        panel=_as_stored(given.panel),
+        parameters=_as_stored(given.parameters),
+        consensus=_as_stored(given.consensus),
+    )
+    kept, new = stored.parameters or {}, given.parameters or {}
+    if kept.get("shards") != new.get("shards"):
+        found.append(f"it was started with {kept.get('shards') or 'no'} shards")
+    if stored.dataset_fingerprint != given.dataset_fingerprint:
+        found.append("the dataset differs (size or SHA-256) from the one the run started with")
+    if stored.panel != given.panel:
+        found.append(f"the panel differs from the run's ({stored.panel_name})")
+    if stored.consensus != given.consensus:
+        found.append("the consensus rule differs")
+    found += [f"--{name} differs" for name in _SHARD_ALIKE if kept.get(name) != new.get(name)]
+    return found
+
+
+def _check_span_texts_of(plan: RunPlan) -> None:
+    """``check_span_texts`` for a flow called without the command line's preflight."""
+    from juryflow.storage.datasets import DatasetError, dataset_columns, resolve_columns
+
+    try:
+        columns = resolve_columns(
+            dataset_columns(plan.dataset), plan.needed_variables, plan.mapping
+        )
+    except DatasetError:
+        return  # reading the items reports it, as a row error or a failed run, as before
+    check_span_texts(plan.panel, columns.variables)
+
+
+def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[str]]:
+    """The run, its panel and warnings, once everything a resume needs is checked:
+    the run exists and is an evaluation, the panel's keys are set, the dataset is the one
+    the run read, and the journal names only the panel's judges."""
+    from juryflow.planning.resume_checks import ResumeError, check_dataset, set_aside_unknown_judges
+
+    run = store.get_run(run_id)
+    if run is None:
+        raise RunSetupError(f"--resume {run_id}: no such run in {store.path}")
+    if run.kind != "evaluate":
+        raise RunSetupError(f"--resume {run_id}: a {run.kind} run cannot be resumed")
+    if (run.parameters or {}).get("shards"):
+        raise RunSetupError(
+            f"--resume {run_id}: a sharded run continues shard by shard; run `juryflow run "
+            f"DATASET --shard I/N --run-id {run_id}` again for each unfinished one "
+            "(`juryflow finish` names them)"
+        )
+    panel_spec = parse_panel(run.panel, f"run {run_id}")
+    check_keys(panel_spec)
+    try:
+        warnings = check_dataset(run) + _prompt_file_warnings(panel_spec)
+        judges = {j.id for j in panel_spec.judges}
+        warnings += set_aside_unknown_judges(store.path, run_id, judges)
+    except ResumeError as error:
+        raise RunSetupError(str(error)) from None
+    return run, panel_spec, warnings
+
+
+def _prompt_file_warnings(panel: PanelSpec) -> list[str]:
+    """A resume judges with the prompt text stored with the run, so every judgment of the
+    run answers the same prompt; an edited prompt file is named, not silently mixed in."""
+    from juryflow.prompts.files import changed_since
+
+    warnings: list[str] = []
+    for judge in panel.judges:
+        if judge.prompt_text is None or judge.prompt is None:
+            continue
+        change = changed_since(judge.prompt, judge.prompt_text)
+        if change is not None:
+            warnings.append(
+                f"judge {judge.id}: {change}; the resume uses the run's stored prompt text "
+                "(start a new run to judge with the edited file)"
+            )
+    return warnings
+
+
+def _resume_plan(
+    store: Store, run_id: str, chunk_size: int, use_cache: bool, flow_run_id: str | None
+) -> RunPlan:
+    run, panel_spec, warnings = _resumable(store, run_id)
+    for warning in warnings:  # the command line showed them already; flows called directly
+        logger.warning(warning)
+    parameters = run.parameters or {}
+    store.mark_running(run_id, flow_run_id)
+    return RunPlan(
+        run_id=run_id,
+        store=store,
+        panel=panel_spec,
+        dataset=Path(run.dataset or ""),
+        mapping=dict(parameters.get("mapping") or {}),
+        quorum=run.quorum,
+        # The recorded chunk size keeps chunk boundaries, and so task names, as they were.
+        chunk_size=int(parameters.get("chunk_size") or chunk_size),
+        max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
+        # The run's own choice: --no-cache on a resume is refused, not half applied.
+        use_cache=bool(parameters.get("use_cache", use_cache)),
+        resumed=True,
+        # The same items as the run started with: the dataset's fingerprint is checked.
+        limit=parameters.get("limit"),
+        sample=parameters.get("sample"),
+        seed=int(parameters.get("seed") or 0),
+        # The rule the run started with, so resumed chunks agree with the stored ones.
+        rule=(
+            ConsensusRule.from_dict(run.consensus).resolve(panel_spec.all_span_judges)
+            if run.consensus
+            else panel_spec.consensus_rule()
+        ),
+    )

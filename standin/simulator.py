@@ -1,0 +1,398 @@
+"""Simulated judges of known quality for the stand-in server, driven by a dataset's gold labels.
+
+A ``stub-sim-...`` model (see :mod:`juryflow.standin.server`) finds the judged response in its
+prompt, looks its human labels up in :class:`Gold` and answers like a judge whose recall,
+false-span share, sensitivity and specificity are set by its name, so consensus reducers
+and calibration can be checked over real HTTP against judges whose quality is known.
+
+Grammar: ``sim-spans`` or ``sim-score`` followed by ``-<letter><value>`` parameters in any
+order, each at most once, values in [0, 1]:
+
+=======  ========  ===========================================================================
+family   param     meaning (default)
+=======  ========  ===========================================================================
+spans    ``r``     recall: chance of returning each gold span (1)
+spans    ``f``     false-span share: of the spans returned, about this share are false (0);
+                   false spans are word runs outside gold spans, sized like gold spans, spread
+                   over all items (clean ones too) at ``r * g * f / (1 - f)`` per item, ``g``
+                   the gold set's spans per item, so span precision is about ``1 - f``
+spans    ``j``     boundary jitter: chance a returned span gains or loses a word at one end (0)
+spans    ``n``     near miss: chance a returned span is re-cased and/or gets a trailing
+                   period, so only normalised anchoring finds it (0)
+spans    ``o``     over-flagger: chance of flagging a whole sentence of a *clean* response,
+                   on top of ``f`` (0)
+score    ``s``     sensitivity: chance a hallucinated response scores 0.3-1.0, else 0.0 (1)
+score    ``p``     specificity: chance a clean response scores 0.0, else 0.3 (two times in
+                   three) or 0.6 (1)
+score    ``m``     mild: chance a mild case (one gold span, under 15% of the response) scores
+                   0.3 rather than 0.6, so a ``> 0.5`` threshold misses it (0)
+both     ``b``     broken: chance the answer is truncated JSON, so the judgment is unscored (0)
+=======  ========  ===========================================================================
+
+A detected hallucination scores 1.0 when gold spans cover at least 40% of the response or
+number four or more, 0.6 for two or three (or when the gold set has a verdict but no spans),
+and 0.6 (or 0.3, see ``m``) for a single span.
+
+Answers are drawn from an RNG seeded by (server seed, full model name, response text): the
+same judge answers the same item the same way across runs, providers and concurrency, and
+judges with different names (options such as ``+ms50`` included) err independently. Gold
+spans are returned exactly as labelled, so one whose text occurs several times in the
+response is anchored the way the anchoring treats any repeated string; false spans and
+over-flagged sentences are cut only where their text occurs once. A response absent from
+the gold set (or a server without one) gets the seeded ``random`` answer instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from juryflow.maths.records import Item
+
+__all__ = [
+    "Gold",
+    "GoldEntry",
+    "SimAnswer",
+    "SimScore",
+    "SimSpans",
+    "load_gold",
+    "parse_sim",
+    "response_in",
+    "sim_answer",
+]
+
+_ARTICLE = re.compile(
+    r"\*\*Generated Article:\*\*\n(.*?)\n\n## Output Format Requirements", re.DOTALL
+)
+_ESCAPED_TAG = re.compile(r"&lt;(/?)([A-Za-z_][\w-]*)&gt;")
+_PARAM = re.compile(r"([a-z])(\d+(?:\.\d*)?|\.\d+)")
+_WORD = re.compile(r"\S+")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_EDGE = ".,;:!?\"'()[]"
+_FALSE_SPAN_TRIES = 12
+_MIN_FALSE_SPAN = 4
+"""Shorter false spans are mostly single short words, which anchor ambiguously."""
+_MILD_SHARE = 0.15
+_FABRICATED_SHARE = 0.4
+_FABRICATED_SPANS = 4
+_DEFAULT_SPAN_LENGTH = 40
+
+
+# --- the gold set --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GoldEntry:
+    """One labelled response: half-open character spans into it and the response verdict."""
+
+    spans: tuple[tuple[int, int], ...]
+    hallucinated: bool
+
+
+@dataclass(frozen=True, eq=False)
+class Gold(Mapping[str, GoldEntry]):
+    """Gold labels keyed by the exact response text, with the statistics sim judges need.
+
+    Compares as the mapping it is (``eq=False`` keeps Mapping's equality).
+    """
+
+    entries: Mapping[str, GoldEntry]
+    spans_per_item: float = field(init=False)
+    span_lengths: tuple[int, ...] = field(init=False)
+    _by_length: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        lengths = tuple(end - start for e in self.entries.values() for start, end in e.spans)
+        per_item = len(lengths) / len(self.entries) if self.entries else 0.0
+        object.__setattr__(self, "entries", dict(self.entries))
+        object.__setattr__(self, "spans_per_item", per_item)
+        object.__setattr__(self, "span_lengths", lengths or (_DEFAULT_SPAN_LENGTH,))
+        # Longest first, so a response that contains another one is preferred over it.
+        object.__setattr__(self, "_by_length", tuple(sorted(self.entries, key=len, reverse=True)))
+
+    def __getitem__(self, response: str) -> GoldEntry:
+        return self.entries[response]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def find(self, prompt: str) -> str | None:
+        """The known response judged in ``prompt``, or None."""
+        candidate = response_in(prompt)
+        if candidate is not None:
+            # Rendering escapes the slot's own tags inside a value; undo that to find it.
+            for text in (candidate, _ESCAPED_TAG.sub(r"<\1\2>", candidate)):
+                if text in self.entries:
+                    return text
+        # The slot could not be cut out (an edited template, a response that contains the
+        # template's own markers): any known response quoted verbatim will do.
+        return next((r for r in self._by_length if r and r in prompt), None)
+
+
+def response_in(prompt: str) -> str | None:
+    """The judged text of a rendered seed prompt: its article, or its ``<output>`` slot."""
+    article = _ARTICLE.search(prompt)
+    if article:
+        return article.group(1)
+    # Rendering neutralises <output> tags inside the output value, so the slot is the last
+    # "<output>" line before the last closing tag (the input slot comes before it).
+    close = prompt.rfind("\n</output>")
+    open_ = prompt.rfind("<output>\n", 0, close) if close >= 0 else -1
+    if open_ < 0:
+        return None
+    return prompt[open_ + len("<output>\n") : close]
+
+
+def load_gold(path: str | Path, column: str = "response") -> Gold:
+    """Gold labels of a JSONL, CSV or Parquet dataset with RAGTruth-style ``labels``.
+
+    ``labels`` holds ``{"start", "end", ...}`` character offsets into ``column``;
+    ``hallucinated`` is optional and defaults to "has a label". Rows whose response repeats
+    an earlier one merge into it (spans united, verdicts or-ed); rows the dataset reader
+    rejects (bad labels, a repeated id, an empty response) are skipped.
+    Raises ``juryflow.storage.datasets.DatasetError`` (a ValueError) for an unreadable dataset.
+    """
+    from juryflow.storage.datasets import DatasetError, read_items
+
+    merged: dict[str, GoldEntry] = {}
+    for item in read_items(path, (column,)):
+        if not isinstance(item, Item) or item.gold is None or item.gold.hallucinated is None:
+            continue
+        gold = item.gold
+        response = item.text(column)
+        spans = {(s, e) for s, e in gold.spans if 0 <= s < e <= len(response)}
+        if response in merged:
+            earlier = merged[response]
+            spans |= set(earlier.spans)
+            hallucinated = earlier.hallucinated or gold.hallucinated
+        else:
+            hallucinated = gold.hallucinated
+        merged[response] = GoldEntry(tuple(sorted(spans)), bool(hallucinated or spans))
+    if not merged:
+        raise DatasetError(f"{path}: no row has gold labels ('labels' or 'hallucinated')")
+    return Gold(merged)
+
+
+# --- the model names -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SimSpans:
+    recall: float = 1.0
+    false_share: float = 0.0
+    jitter: float = 0.0
+    near_miss: float = 0.0
+    over_flag: float = 0.0
+    broken: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimScore:
+    sensitivity: float = 1.0
+    specificity: float = 1.0
+    mild: float = 0.0
+    broken: float = 0.0
+
+
+_SPANS_PARAMS = {
+    "r": "recall",
+    "f": "false_share",
+    "j": "jitter",
+    "n": "near_miss",
+    "o": "over_flag",
+    "b": "broken",
+}
+_SCORE_PARAMS = {"s": "sensitivity", "p": "specificity", "m": "mild", "b": "broken"}
+
+
+def parse_sim(answer: str) -> SimSpans | SimScore:
+    """``sim-spans-r0.8-f0.1`` and the like (see the module docs); raises ValueError."""
+    family, _, rest = answer.removeprefix("sim-").partition("-")
+    names = {"spans": _SPANS_PARAMS, "score": _SCORE_PARAMS}.get(family)
+    if not answer.startswith("sim-") or names is None:
+        raise ValueError(f"sim answer {answer!r}: expected sim-spans-... or sim-score-...")
+    values: dict[str, float] = {}
+    for part in rest.split("-") if rest else ():
+        match = _PARAM.fullmatch(part)
+        if not match or match.group(1) not in names:
+            known = ", ".join(names)
+            raise ValueError(f"sim answer {answer!r}: bad parameter {part!r} (known: {known})")
+        name, value = names[match.group(1)], float(match.group(2))
+        if name in values:
+            raise ValueError(f"sim answer {answer!r}: {part[0]} given twice")
+        if not 0.0 <= value <= 1.0 or (name == "false_share" and value >= 1.0):
+            raise ValueError(f"sim answer {answer!r}: {part!r} is outside [0, 1]")
+        values[name] = value
+    return SimSpans(**values) if family == "spans" else SimScore(**values)
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SimAnswer:
+    """What a sim judge says: spans, a score, or (``broken``) truncated output."""
+
+    kind: Literal["spans", "score", "broken"]
+    spans: tuple[str, ...] = ()
+    score: float = 0.0
+
+
+def sim_answer(
+    answer: str, prompt: str, gold: Gold | None, seed: int, model: str
+) -> SimAnswer | None:
+    """The sim judge ``answer``'s reply to ``prompt``; None when the response has no gold."""
+    params = parse_sim(answer)
+    response = gold.find(prompt) if gold is not None else None
+    if gold is None or response is None:
+        return None
+    digest = hashlib.sha256(f"{seed}|{model}|{response}".encode()).digest()
+    rng = random.Random(digest)
+    if rng.random() < params.broken:
+        return SimAnswer("broken")
+    entry = gold[response]
+    if isinstance(params, SimScore):
+        return SimAnswer("score", score=_sim_score(params, entry, response, rng))
+    return SimAnswer("spans", spans=_sim_spans(params, entry, response, gold, rng))
+
+
+def _sim_score(params: SimScore, entry: GoldEntry, response: str, rng: random.Random) -> float:
+    if not entry.hallucinated:
+        return 0.0 if rng.random() < params.specificity else rng.choice((0.3, 0.3, 0.6))
+    if rng.random() >= params.sensitivity:
+        return 0.0
+    covered = sum(end - start for start, end in entry.spans) / max(1, len(response))
+    if covered >= _FABRICATED_SHARE or len(entry.spans) >= _FABRICATED_SPANS:
+        return 1.0
+    mild = len(entry.spans) == 1 and covered < _MILD_SHARE
+    return 0.3 if mild and rng.random() < params.mild else 0.6
+
+
+def _sim_spans(
+    params: SimSpans, entry: GoldEntry, response: str, gold: Gold, rng: random.Random
+) -> tuple[str, ...]:
+    words = [(m.start(), m.end()) for m in _WORD.finditer(response)]
+    picked = [span for span in entry.spans if rng.random() < params.recall]
+    taken = list(entry.spans)
+    for _ in range(_poisson(rng, _false_rate(params, gold))):
+        false = _false_span(response, words, taken, rng.choice(gold.span_lengths), rng)
+        if false is not None:
+            picked.append(false)
+            taken.append(false)
+    if not entry.hallucinated and rng.random() < params.over_flag:
+        sentence = _sentence(response, taken, rng)
+        if sentence is not None:
+            picked.append(sentence)
+    spans: list[tuple[int, str]] = []
+    for start, end in sorted(picked):
+        if rng.random() < params.jitter:
+            start, end = _jitter(response, words, start, end, rng)
+        text = response[start:end]
+        if rng.random() < params.near_miss:
+            text = _near_miss(text, rng)
+        spans.append((start, text))
+    return tuple(text for _, text in spans if text.strip())
+
+
+def _false_rate(params: SimSpans, gold: Gold) -> float:
+    """False spans per item that make them ``false_share`` of all spans returned."""
+    kept = params.recall * gold.spans_per_item
+    return kept * params.false_share / (1.0 - params.false_share)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    # Knuth's method: the means here are small (about one span per item).
+    limit, count, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        count += 1
+        product *= rng.random()
+    return count
+
+
+def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start < e and s < end for s, e in spans)
+
+
+def _false_span(
+    response: str,
+    words: list[tuple[int, int]],
+    taken: list[tuple[int, int]],
+    length: int,
+    rng: random.Random,
+) -> tuple[int, int] | None:
+    """A run of words outside ``taken``, about ``length`` characters, found once in the text."""
+    free = [i for i, (s, e) in enumerate(words) if not _overlaps(s, e, taken)]
+    for _ in range(_FALSE_SPAN_TRIES if free else 0):
+        first = last = rng.choice(free)
+        while (
+            words[last][1] - words[first][0] < length
+            and last + 1 < len(words)
+            and not _overlaps(words[last][0], words[last + 1][1], taken)
+        ):
+            last += 1
+        start, end = _strip(response, words[first][0], words[last][1])
+        text = response[start:end]
+        # A false span must anchor where it was cut from, or it would land on (and be
+        # scored as) some other place in the text.
+        if end - start >= _MIN_FALSE_SPAN and response.count(text) == 1:
+            return start, end
+    return None
+
+
+def _sentence(
+    response: str, taken: list[tuple[int, int]], rng: random.Random
+) -> tuple[int, int] | None:
+    sentences = [
+        _strip(response, m.start(), m.end())
+        for m in _SENTENCE.finditer(response)
+        if len(m.group().strip()) >= 20
+    ]
+    sentences = [
+        (s, e)
+        for s, e in sentences
+        if not _overlaps(s, e, taken) and response.count(response[s:e]) == 1
+    ]
+    return rng.choice(sentences) if sentences else None
+
+
+def _strip(response: str, start: int, end: int) -> tuple[int, int]:
+    """Offsets without surrounding whitespace or edge punctuation (kept if nothing is left)."""
+    text = response[start:end]
+    inner = text.strip(_EDGE + " \t\r\n")
+    if not inner:
+        return start, end
+    offset = text.find(inner)
+    return start + offset, start + offset + len(inner)
+
+
+def _jitter(
+    response: str, words: list[tuple[int, int]], start: int, end: int, rng: random.Random
+) -> tuple[int, int]:
+    """One word more or less at one end, as judges disagree on where a claim starts."""
+    at_end = rng.random() < 0.5
+    inside = [(s, e) for s, e in words if start <= s and e <= end]
+    if rng.random() < 0.5 and len(inside) >= 2:
+        return (start, inside[-2][1]) if at_end else (inside[1][0], end)
+    if at_end:
+        following = [e for s, e in words if s >= end]
+        return (start, following[0]) if following else (start, end)
+    preceding = [s for s, e in words if e <= start]
+    return (preceding[-1], end) if preceding else (start, end)
+
+
+def _near_miss(text: str, rng: random.Random) -> str:
+    """A copy an exact match misses but normalised anchoring finds (case, trailing period)."""
+    recase = rng.choice((str.lower, str.upper, str.swapcase))
+    changed = recase(text)
+    if changed == text or rng.random() < 0.5:
+        changed += "."
+    return changed

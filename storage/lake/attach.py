@@ -1,0 +1,329 @@
+"""A DuckLake store: the catalog in PostgreSQL (or a DuckDB file), the data as Parquet files.
+
+``--db ducklake:...`` selects it (:func:`juryflow.storage.connection.resolve_target`).
+The DuckLake and PostgreSQL extensions come from the PyPI wheels ``duckdb-extension-ducklake`` and
+``duckdb-extension-postgres`` (the ``lake`` extra): they are LOADed from the installed
+package's file with DuckDB's autoinstall and autoload off, so nothing is downloaded at run
+time and no extension other than these two is ever loaded behind the store's back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+
+from juryflow.storage.connection import StoreError, StoreMissingError
+
+LAKE_PREFIX = "ducklake:"
+POSTGRES_PREFIX = "postgres:"
+# The name the attached lake has in every connection (``USE lake``; ``lake.runs``).
+LAKE_ALIAS = "lake"
+INSTALL_HINT = "pip install 'juryflow[lake]'"
+# Where the renamed copy of the PostgreSQL extension is kept; XDG cache by default.
+CACHE_ENV = "JURYFLOW_CACHE_DIR"
+
+CatalogKind = Literal["postgres", "duckdb"]
+# libpq's password=VALUE, quoted or not; messages must never show it.
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTarget:
+    """What ``--db ducklake:...`` names: where the catalog is, and where the data goes.
+
+    ``catalog`` is a libpq connection string (kind ``postgres``) or the path of a DuckDB
+    file holding the catalog (kind ``duckdb``, a single-writer lake). ``data_path`` is the
+    directory or object-store prefix of the Parquet files; None lets DuckLake use the one
+    the catalog recorded when the lake was created.
+    """
+
+    kind: CatalogKind
+    catalog: str
+    data_path: str | None = None
+
+    def __str__(self) -> str:
+        """The ``--db`` value, password masked: what messages and hints show."""
+        prefix = LAKE_PREFIX + (POSTGRES_PREFIX if self.kind == "postgres" else "")
+        return prefix + self.shown
+
+    @property
+    def shown(self) -> str:
+        """The catalog as messages may show it: a PostgreSQL password is masked."""
+        return _PASSWORD.sub(r"\1***", self.catalog)
+
+    @property
+    def attach_path(self) -> str:
+        """The string DuckDB's ATTACH takes for this catalog."""
+        if self.kind == "postgres":
+            return f"{LAKE_PREFIX}{POSTGRES_PREFIX}{self.catalog}"
+        return f"{LAKE_PREFIX}{self.catalog}"
+
+
+def is_lake_target(text: str) -> bool:
+    """Does ``--db`` name a lake (rather than a DuckDB file path)?"""
+    return text.startswith(LAKE_PREFIX)
+
+
+def parse_lake_target(text: str, data_path: str | None = None) -> LakeTarget:
+    """``ducklake:postgres:dbname=... host=...`` or ``ducklake:FILE.ducklake``; else
+    StoreError saying which forms there are."""
+    forms = (
+        "use --db ducklake:postgres:'dbname=NAME host=HOST' (a shared lake) or "
+        "--db ducklake:FILE.ducklake (a single-writer lake)"
+    )
+    if not is_lake_target(text):
+        raise StoreError(f"{text!r} is not a DuckLake target; {forms}")
+    rest = text[len(LAKE_PREFIX) :].strip()
+    if data_path is not None and not data_path.strip():
+        raise StoreError("--data-path is empty; pass a directory or an s3://... prefix")
+    if rest.startswith(POSTGRES_PREFIX):
+        conninfo = rest[len(POSTGRES_PREFIX) :].strip()
+        if not conninfo:
+            raise StoreError(f"{text!r} names no PostgreSQL database; {forms}")
+        return LakeTarget("postgres", conninfo, data_path)
+    # Other catalog databases (sqlite:, mysql:) would need extensions juryflow does not ship.
+    head = rest.split(":", 1)[0]
+    if ":" in rest and head.isalpha() and len(head) > 1:
+        raise StoreError(f"DuckLake catalog {head!r} is not supported; {forms}")
+    if not rest:
+        raise StoreError(f"{text!r} names no catalog; {forms}")
+    return LakeTarget("duckdb", str(Path(rest).expanduser()), data_path)
+
+
+def _package_file(package: str, name: str) -> Path:
+    """The extension file ``name`` shipped by the installed PyPI package ``package``."""
+    spec = importlib.util.find_spec(package)
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise StoreError(
+            f"the DuckLake store needs the Python package {package.replace('_', '-')}; "
+            f"run {INSTALL_HINT}"
+        )
+    version = duckdb.__version__
+    found = sorted(Path(locations[0]).glob(f"extensions/v*/{name}.duckdb_extension"))
+    # Prefer the file built for this DuckDB; DuckDB refuses a mismatched one when loading.
+    exact = [path for path in found if path.parent.name == f"v{version}"]
+    chosen = exact or found
+    if not chosen:
+        raise StoreError(
+            f"the package {package.replace('_', '-')} holds no {name} extension; "
+            f"reinstall it with {INSTALL_HINT}"
+        )
+    return chosen[-1]
+
+
+def _cache_dir() -> Path:
+    if chosen := os.environ.get(CACHE_ENV):
+        return Path(chosen).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "juryflow" / "duckdb-extensions"
+
+
+def _postgres_scanner_file(source: Path) -> Path:
+    """``source`` under the name DuckDB needs, copied once into a private cache directory.
+
+    DuckDB derives an extension's entry point from its file name, and the package's file
+    is called postgres.duckdb_extension while its entry point is postgres_scanner_init.
+    The copy is keyed by the source's version, size and mtime (an upgrade makes a new
+    one) and written to a temporary name first, so concurrent processes never LOAD a
+    half-written file.
+    """
+    stat = source.stat()
+    key = hashlib.sha256(f"{source}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    directory = _cache_dir() / source.parent.name / key
+    target = directory / "postgres_scanner.duckdb_extension"
+    if target.is_file() and target.stat().st_size == stat.st_size:
+        return target
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".part")
+        os.close(handle)
+        try:
+            shutil.copyfile(source, temporary)
+            os.replace(temporary, target)
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+    except OSError as error:
+        raise StoreError(
+            f"cannot prepare the PostgreSQL extension in {directory}: "
+            f"{error.strerror or error}; set {CACHE_ENV} to a writable directory"
+        ) from None
+    return target
+
+
+def load_lake_extensions(con: duckdb.DuckDBPyConnection, *, postgres: bool = True) -> None:
+    """LOAD DuckLake (and PostgreSQL, for a PostgreSQL catalog) from the installed wheels.
+
+    Autoinstall and autoload are switched off first: a missing extension must be this
+    one-line StoreError, never a download.
+    """
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    files = [_package_file("duckdb_extension_ducklake", "ducklake")]
+    if postgres:
+        files.append(_postgres_scanner_file(_package_file("duckdb_extension_postgres", "postgres")))
+    for path in files:
+        load_extension(con, path, path.name)
+
+
+def load_extension(con: duckdb.DuckDBPyConnection, path: Path, shown: str) -> None:
+    """LOAD one extension file of an installed wheel; a failure is one StoreError line."""
+    try:
+        con.execute(f"LOAD {_literal(str(path))}")
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise StoreError(
+            f"cannot load the DuckDB extension {shown} (DuckDB {duckdb.__version__}): "
+            f"{first}; reinstall with {INSTALL_HINT}"
+        ) from None
+
+
+def _literal(value: str) -> str:
+    # ATTACH and LOAD take no prepared parameters, so values are quoted here.
+    if "\x00" in value:
+        raise StoreError("a DuckLake target may not contain a NUL character")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def attach_lake(
+    con: duckdb.DuckDBPyConnection,
+    target: LakeTarget,
+    data_path: str | None = None,
+    *,
+    read_only: bool = False,
+    snapshot: int | None = None,
+) -> None:
+    """ATTACH the lake as ``lake`` and USE it; ``data_path`` overrides the target's.
+
+    The extensions must be loaded (:func:`load_lake_extensions`). A lake created
+    without a data path gets DuckLake's default (beside a DuckDB catalog file); a
+    PostgreSQL catalog needs one when the lake is created.
+    """
+    chosen = data_path if data_path is not None else target.data_path
+    options: list[str] = []
+    if chosen is not None:
+        options.append(f"DATA_PATH {_literal(chosen)}")
+    if read_only:
+        options.append("READ_ONLY")
+    if snapshot is not None:
+        options.append(f"SNAPSHOT_VERSION {int(snapshot)}")
+    suffix = f" ({', '.join(options)})" if options else ""
+    attach = f"ATTACH {_literal(target.attach_path)} AS {LAKE_ALIAS}{suffix}"
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            con.execute(attach)
+            con.execute(f"USE {LAKE_ALIAS}")
+            return
+        except duckdb.Error as error:
+            text = str(error).strip()
+            # Two processes creating the same new catalog race on PostgreSQL's DDL; the
+            # loser finds it created when it tries again.
+            if _CREATE_RACE in text and attempt + 1 < _CREATE_ATTEMPTS:
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            first = text.splitlines()[0] if text else repr(error)
+            where = target.catalog if target.kind == "duckdb" else f"PostgreSQL ({target.shown})"
+            if _NEW_WITHOUT_DATA_PATH in text:
+                raise StoreMissingError(
+                    f"no juryflow store in {where} yet: create it with `juryflow run --db "
+                    f"{shlex.quote(str(target))} --data-path DIR` (DIR: where its Parquet "
+                    "files go, shared by every machine)"
+                ) from None
+            raise StoreError(
+                f"cannot open the DuckLake catalog in {where}: {first}; check --db and --data-path"
+            ) from None
+
+
+_CREATE_RACE = "Failed to initialize DuckLake"
+_NEEDS_HTTPFS = "requires the extension httpfs to be loaded"
+_NEW_WITHOUT_DATA_PATH = "Attempting to create a new ducklake instance but data_path is not set"
+_CREATE_ATTEMPTS = 5
+
+
+# What DuckLake refuses in the store's migrations, and what replaces it (see
+# storage/lake_design.md): keys are kept by the writers, as judgments' already are.
+# The comma before a table key may be followed by the previous column's comment.
+_TABLE_KEY = re.compile(r",([ \t]*--[^\n]*)?\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECASE)
+_COLUMN_KEY = re.compile(r"[ \t]+PRIMARY KEY\b", re.IGNORECASE)
+# ADD COLUMN ... DEFAULT false: DuckLake takes only a literal it can store as text; a
+# boolean keyword is a cast expression to it ("non-literal default value").
+_BOOLEAN_DEFAULT = re.compile(
+    r"(ADD COLUMN\s+\w+\s+BOOLEAN\s+DEFAULT\s+)(false|true)\b", re.IGNORECASE
+)
+
+
+def lake_ddl(ddl: str) -> str:
+    """A migration of :mod:`juryflow.storage.schema` as DuckLake takes it.
+
+    DuckLake has no PRIMARY KEY / UNIQUE constraints ("not supported in DuckLake"), so the
+    keys are dropped; ``ADD COLUMN x BOOLEAN DEFAULT false`` becomes ``DEFAULT 'false'``.
+    Everything else (JSON, TIMESTAMPTZ, lists, DEFAULT current_timestamp on CREATE TABLE,
+    RENAME, UPDATE, views) runs unchanged.
+    """
+    ddl = _TABLE_KEY.sub(lambda found: found.group(1) or "", ddl)
+    ddl = _COLUMN_KEY.sub("", ddl)
+    return _BOOLEAN_DEFAULT.sub(r"\1'\2'", ddl)
+
+
+def open_lake(
+    target: LakeTarget,
+    *,
+    read_only: bool = False,
+    snapshot: int | None = None,
+    config: dict[str, str | bool | int | float | list[str]] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection with the lake attached as ``lake`` and in use.
+
+    ``snapshot``: the lake as it was at that DuckLake snapshot (read-only), for
+    ``juryflow sql --at-run``. The caller closes the connection.
+    """
+    try:
+        con = duckdb.connect(config=dict(config or {}))
+    except duckdb.Error as error:
+        raise StoreError(f"cannot start DuckDB for the lake: {error}") from None
+    from juryflow.storage.lake.object_store import enable_object_store, is_remote
+
+    try:
+        load_lake_extensions(con, postgres=target.kind == "postgres")
+        remote = is_remote(target.data_path)
+        if remote:
+            enable_object_store(con)
+        read_only = read_only or snapshot is not None
+        try:
+            attach_lake(con, target, read_only=read_only, snapshot=snapshot)
+        except StoreError as error:
+            # A lake whose catalog records an s3:// data path: only the attach tells.
+            if remote or _NEEDS_HTTPFS not in str(error):
+                raise
+            enable_object_store(con)
+            attach_lake(con, target, read_only=read_only, snapshot=snapshot)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def lake_data_path(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Where the attached lake keeps its Parquet files, as its catalog recorded it."""
+    row = con.execute(
+        f"SELECT value FROM {LAKE_ALIAS}.options() WHERE option_name = 'data_path'"
+    ).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot() t(id)").fetchone()
+    assert row is not None
+    return int(row[0])
