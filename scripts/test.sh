@@ -15,4 +15,6 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
 .venv/bin/ruff check .
 .venv/bin/mypy
+# the layers of ARCHITECTURE.md: an import that breaks one fails here
+.venv/bin/lint-imports
 .venv/bin/python -m pytest -q
