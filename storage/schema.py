@@ -206,11 +206,11 @@ MIGRATIONS += (
         5,
         """
         -- Issue 12: what the span views add up, written in the same transaction as the
-        -- spans it comes from (storage/store.py), so that no view merges spans at query
+        -- spans it comes from (storage/store/span_sets.py), so that no view merges spans at query
         -- time. A set: a scored span answer's anchored spans (kind judge), an ok
         -- consensus's spans (consensus), an item's gold spans (gold); only sets and
         -- overlaps that flag at least one character have a row. Rows written before
-        -- are backfilled by storage/store.py (BACKFILLS), a run's items in chunks.
+        -- are backfilled by storage/store/span_sets.py (BACKFILLS), a run's items in chunks.
         CREATE TABLE span_sets (
             run_id VARCHAR NOT NULL,
             item_id VARCHAR NOT NULL,
@@ -269,7 +269,7 @@ MIGRATIONS += (
         -- load the key's index, and read the table's row group back at the checkpoint
         -- that closes the chunk's connection, so a run's memory grew with the items it
         -- had stored. One row per (run_id, item_id) is kept by the writers instead
-        -- (storage/store.py inserts only the items a run has not stored yet), as for
+        -- (storage/store/writes.py inserts only the items a run has not stored yet), as for
         -- judgments. Same columns in the same order; the rows are kept.
         ALTER TABLE items RENAME TO items_v6;
         CREATE TABLE items (

@@ -91,10 +91,11 @@ def test_a_chunk_too_large_for_the_small_pool_is_written_once(
 ) -> None:
     """Long texts can need more than the chunk writes' pool: the write is rolled back and
     made again with the store's own limit, every item stored once."""
-    import juryflow.storage.store as store_module
+    import juryflow.storage.store.writes as store_module
     from juryflow.maths.records import Item
+    from juryflow.storage.store import Store
 
-    store = store_module.Store(tmp_path / "store.duckdb")
+    store = Store(tmp_path / "store.duckdb")
     store.migrate()
     text = "x" * 14_000
     chunks = [

@@ -308,7 +308,7 @@ def test_migration_backfills_a_version_4_store(
 
 def test_migration_backfills_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run larger than one backfill chunk (here 7 items) gets every item's rows."""
-    from juryflow.storage import store as store_module
+    from juryflow.storage.store import span_sets as store_module
 
     rng = random.Random(3)
     path = tmp_path / "s.duckdb"
