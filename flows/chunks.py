@@ -1,0 +1,409 @@
+"""The chunks of one `evaluate` run kept in flight: each a Prefect task (one judge over one
+chunk of items), their judgments gathered, journaled and written with each item's consensus
+the moment its last judge answers, and a spending limit or a stop honoured between chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Iterable, Iterator
+from itertools import islice
+from typing import TypeVar, cast
+
+from prefect import get_run_logger
+from prefect.futures import PrefectFuture
+from prefect.utilities.annotations import quote
+
+from juryflow.flows.runtime import progress
+from juryflow.flows.runtime.allocator import release_free_heap
+from juryflow.flows.tasks import JudgedChunk, judge_chunk
+from juryflow.flows.workers import WorkerPool
+from juryflow.judges.breaker import StoppedJudge, forget_run
+from juryflow.judges.budget import Budget
+from juryflow.judges.llm_judge import CacheKeys
+from juryflow.judges.panel import JudgeSpec
+from juryflow.maths.consensus import item_consensus
+from juryflow.maths.records import Consensus, Item, Judgment
+from juryflow.planning.run_setup import RunPlan
+from juryflow.storage.datasets import (
+    RowError,
+    count_rows,
+    read_items,
+    select_items,
+)
+from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.shards import ShardLost
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetStop:
+    """The run's ``--max-cost`` was spent before every item was judged."""
+
+    spent_usd: float
+    max_usd: float
+    items_left: int
+    """Selected items without their consensus: some judges' answers (or all) missing."""
+    items: int
+
+
+def _chunks(rows: Iterable[Item | RowError], size: int) -> Iterator[list[Item | RowError]]:
+    iterator = iter(rows)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _opaque(items: list[Item]) -> list[Item]:
+    """Items as a task parameter Prefect passes on without walking through: it visits
+    every element of a parameter (looking for futures), ~0.7 ms per call in all. (Not for
+    Dask: the wrapper would reach its workers unopened.)"""
+    return cast("list[Item]", quote(items))
+
+
+async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
+    """Await a write running in a thread to its end, even when cancelled meanwhile.
+
+    A thread cannot be stopped; were its task to give up waiting, the run could be marked
+    finished while the write still lands. The cancellation is passed on afterwards.
+    """
+    future = asyncio.ensure_future(work)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            cancelled = True
+    result = future.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+class ChunkRunner:
+    """Judges chunks of one run; only this object, in the flow process, writes to the store."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        distributed: bool,
+        budget: Budget | None = None,
+        pool: WorkerPool | None = None,
+    ) -> None:
+        self.plan = plan
+        self.distributed = distributed
+        self.pool = pool
+        """Worker processes that judge the chunks (``--workers N``); None: this process."""
+        self.budget = budget
+        """This invocation's spending limit (``--max-cost``), None for none."""
+        self.journal = Journal(journal_path(plan.store.path, plan.journal_key))
+        # DuckDB takes one writer at a time; writes run on a thread so that model calls
+        # keep flowing on the event loop meanwhile.
+        self.write_lock = asyncio.Lock()
+        self.done_pairs: set[tuple[str, str]] = set()
+        self.done_consensus: set[str] = set()
+        self.in_flight: dict[int, list[Item]] = {}
+        self.closed = False
+        self.stored: dict[str, list[Judgment]] = {}
+        self.replayed: dict[str, list[Judgment]] = {}
+        self.stopped: dict[str, StoppedJudge] = {}
+        # A rule that weighs judges by a reliability fitted over the whole run cannot be
+        # applied chunk by chunk: chunks get the default rule, and the run's end refits.
+        self.chunk_rule = plan.rule.provisional()
+        if plan.resumed:
+            self._load_previous_work()
+
+    def _load_previous_work(self) -> None:
+        """What a killed run had stored, and what it had judged but not yet stored.
+
+        Journal entries are written with their chunk (items, judgments and consensus in one
+        transaction), so a completed call is never paid for twice.
+        """
+        store, run_id = self.plan.store, self.plan.run_id
+        # Only items still without consensus need their stored judgments (to combine them
+        # with the judges still to answer); the rest are done.
+        for judgment in store.load_judgments(run_id, without_consensus=True):
+            self.stored.setdefault(judgment.item_id, []).append(judgment)
+        stored_pairs = store.judged_pairs(run_id)
+        for judgment in self.journal.replay(keep=lambda i, j: (i, j) not in stored_pairs):
+            self.replayed.setdefault(judgment.item_id, []).append(judgment)
+        self.done_pairs = stored_pairs | {
+            (j.item_id, j.judge_id) for js in self.replayed.values() for j in js
+        }
+        self.done_consensus = store.consensus_item_ids(run_id)
+
+    async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
+        # Keys without a judge: with --workers this process makes no call (nor imports SDKs).
+        keyer = CacheKeys.of(spec)
+        if not self.plan.use_cache or keyer is None or not items:
+            return []
+        keys = {item.item_id: keyer.cache_key(item) for item in items}
+        found = await asyncio.to_thread(self.plan.store.cached_judgments, list(keys.values()))
+        return [
+            dataclasses.replace(
+                found[key],
+                item_id=item_id,
+                judge_id=spec.id,
+                cached=True,
+                verdict_threshold=keyer.verdict_threshold,
+            )
+            for item_id, key in keys.items()
+            if key in found
+        ]
+
+    async def _todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
+        """This judge's answers found in the cache, and the items it must still be asked."""
+        todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
+        if len(todo) < len(items):  # judged before a --resume: done, and not paid again now
+            progress.emit(progress.Judged(len(items) - len(todo), earlier=True))
+        cached = await self._cached(spec, todo)
+        hit = {j.item_id for j in cached}
+        return cached, [i for i in todo if i.item_id not in hit]
+
+    def _note_stopped(self, spec: JudgeSpec, chunk: JudgedChunk) -> None:
+        if chunk.stopped is not None and spec.id not in self.stopped:
+            self.stopped[spec.id] = chunk.stopped
+            # info: the command line prints it once, at the end; the Prefect UI shows it now
+            get_run_logger().info(chunk.stopped.line())
+
+    async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
+        cached, todo = await self._todo(spec, items)
+        fresh: list[Judgment] = []
+        if todo:
+            prices = self.plan.panel.prices
+            journal = str(self.journal.path)
+            run_id = self.plan.run_id
+            if self.distributed:
+                # An async task's future resolves to its result, not to a coroutine.
+                future = cast(
+                    "PrefectFuture[JudgedChunk]",
+                    judge_chunk.submit(spec, prices, todo, index, journal, run_id),
+                )
+                try:
+                    chunk = await asyncio.to_thread(future.result)
+                except asyncio.CancelledError:
+                    # The run is stopping: the chunk must not go on calling on its worker.
+                    cancel = getattr(getattr(future, "wrapped_future", None), "cancel", None)
+                    if cancel is not None:
+                        cancel()
+                    raise
+            else:
+                chunk = await judge_chunk(spec, prices, _opaque(todo), index, journal, run_id)
+            fresh = list(chunk.judgments)
+            self._note_stopped(spec, chunk)
+        # A local chunk task reported its judgments one by one as they completed.
+        progress.judged(cached + fresh if self.distributed else cached)
+        return cached + fresh
+
+    async def _judge_on_workers(self, pool: WorkerPool, items: list[Item]) -> list[list[Judgment]]:
+        """Every judge's answers for a chunk, from one request to the worker processes
+        (which report each judgment as it completes)."""
+        specs = self.plan.panel.judges
+        prepared = await asyncio.gather(*(self._todo(spec, items) for spec in specs))
+        work = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
+        chunks = await pool.judge(work) if work else {}
+        answers: list[list[Judgment]] = []
+        for spec, (cached, _) in zip(specs, prepared, strict=True):
+            progress.judged(cached)
+            chunk = chunks.get(spec.id)
+            if chunk is None:
+                answers.append(cached)
+                continue
+            self._note_stopped(spec, chunk)
+            answers.append(cached + list(chunk.judgments))
+        return answers
+
+    async def run_chunk(self, items: list[Item], index: int) -> int:
+        self.in_flight[index] = items
+        if self.pool is not None:
+            results = await self._judge_on_workers(self.pool, items)
+        else:
+            results = await asyncio.gather(
+                *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
+            )
+        new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
+        new += [judgment for judgments in results for judgment in judgments]
+        by_item: dict[str, list[Judgment]] = {
+            i.item_id: list(self.stored.pop(i.item_id, [])) for i in items
+        }
+        for judgment in new:
+            by_item[judgment.item_id].append(judgment)
+        text_variable = self.plan.text_variable
+        n_judges = len(self.plan.panel.judges)
+        consensus = [
+            item_consensus(
+                item.item_id,
+                by_item[item.item_id],
+                n_judges=n_judges,
+                text=item.text(text_variable),
+                quorum=self.plan.quorum,
+                rule=self.chunk_rule,
+            )
+            for item in items
+            if item.item_id not in self.done_consensus
+            # An item a judge left for lack of budget gets its consensus when --resume has
+            # all its judgments (as for an interrupted chunk).
+            and len({j.judge_id for j in by_item[item.item_id]}) == n_judges
+        ]
+        async with self.write_lock:
+            if self.closed:
+                return 0  # the run has ended: its status row is final, nothing lands after it
+            await _finish_even_if_cancelled(
+                asyncio.to_thread(self._write_chunk, items, new, consensus)
+            )
+            del self.in_flight[index]
+        progress.report("items_done", len(items))
+        return len(items)
+
+    def _write_chunk(
+        self, items: list[Item], judgments: list[Judgment], consensus: list[Consensus]
+    ) -> None:
+        self.check_lease()
+        self.plan.store.write_chunk(self.plan.run_id, items, judgments, consensus)
+        # The write's Arrow tables and DuckDB's checkpoint are the run's largest short-lived
+        # allocations; handing their pages back keeps the next chunk's peak where this one's was.
+        release_free_heap()
+
+    def check_lease(self) -> None:
+        """Before a shard's write: its claim is still this process's (ShardLost if not)."""
+        if self.plan.lease is not None:
+            self.plan.lease.renew_if_due()
+
+    @property
+    def shard_lost(self) -> bool:
+        return self.plan.lease is not None and self.plan.lease.lost_to is not None
+
+    async def keep_lease(self) -> None:
+        """Renew a shard's claim while its chunks are judged, however long a chunk takes,
+        so that no other machine takes over a live shard. A lost shard is only recorded
+        here: the next write or chunk raises it."""
+        lease = self.plan.lease
+        if lease is None:
+            return
+        while not self.closed:
+            await asyncio.sleep(lease.seconds / 6)
+            async with self.write_lock:
+                if self.closed or not lease.due:
+                    continue
+                try:
+                    await asyncio.to_thread(lease.renew)
+                except ShardLost:
+                    return
+
+    async def close(self, cancel: bool = True) -> None:
+        """No chunk writes after this returns (a write in progress finishes first), and no
+        worker process judges any more (``cancel``: its chunks in flight are dropped)."""
+        if self.pool is not None:
+            await self.pool.close(cancel=cancel)
+        async with self.write_lock:
+            self.closed = True
+        forget_run(self.plan.run_id)
+
+    def flush_completed(self) -> int:
+        """Store what the chunks in flight had completed when the run stopped.
+
+        Their judgments are in the journal (every call is journaled as it completes); they
+        go to the store with their items but without consensus, which ``--resume`` makes
+        once the item has all its judgments. Returns the judgments stored.
+        """
+        items = {item.item_id: item for chunk in self.in_flight.values() for item in chunk}
+        if not items:
+            return 0
+        stored = self.plan.store.judged_pairs(self.plan.run_id)
+        completed = self.journal.replay(keep=lambda i, j: i in items and (i, j) not in stored)
+        if completed:
+            judged = {j.item_id for j in completed}
+            self.check_lease()
+            self.plan.store.write_chunk(
+                self.plan.run_id, [i for i in items.values() if i.item_id in judged], completed, []
+            )
+        return len(completed)
+
+
+def _spent(budget: Budget | None) -> bool:
+    return budget is not None and budget.reached
+
+
+async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetStop | None:
+    """Judge every selected item; a BudgetStop when ``--max-cost`` was spent first (the
+    items not judged are left, the run is not finished), else None."""
+    plan = runner.plan
+    # A shard's share of the rows is known only as they are read.
+    total = count_rows(plan.dataset) if plan.shard is None else None
+    if total is not None and (plan.limit or plan.sample):
+        total = min(total, plan.limit or plan.sample or total)
+    if total is not None:
+        progress.emit(progress.Total(total, len(plan.panel.judges)))
+    rows = select_items(
+        read_items(plan.dataset, plan.needed_variables, plan.mapping, plan.max_chars),
+        plan.limit,
+        plan.sample,
+        plan.seed,
+    )
+    if plan.shard is not None:
+        # After the selection, which every shard makes alike; each keeps its own items.
+        rows = (row for row in rows if not isinstance(row, Item) or plan.holds(row.item_id))
+    # Bounding the chunks in flight bounds memory: the dataset is read only as fast as
+    # chunks finish, whatever its size.
+    slots = asyncio.Semaphore(chunks_in_flight)
+    errors: list[RowError] = []
+    pending: set[asyncio.Task[int]] = set()
+    seen = 0
+
+    async def guarded(items: list[Item], index: int) -> int:
+        try:
+            return await runner.run_chunk(items, index)
+        finally:
+            slots.release()
+
+    chunks = _chunks(rows, plan.chunk_size)
+    keeper = asyncio.create_task(runner.keep_lease())
+    try:
+        for index, batch in enumerate(chunks):
+            items = [row for row in batch if isinstance(row, Item)]
+            errors.extend(row for row in batch if isinstance(row, RowError))
+            seen += len(items)
+            await slots.acquire()
+            if runner.shard_lost:
+                slots.release()
+                runner.check_lease()  # raises: no chunk starts for a shard this run lost
+            if _spent(runner.budget):
+                # No chunk starts once the money is spent: the rest is for --resume.
+                slots.release()
+                break
+            pending.add(asyncio.create_task(guarded(items, index)))
+            finished = {t for t in pending if t.done()}
+            pending -= finished
+            for task in finished:
+                task.result()
+        await asyncio.gather(*pending)
+        if _spent(runner.budget):
+            # Counting the items not reached reads the rest of the file, but judges none.
+            seen += sum(isinstance(row, Item) for batch in chunks for row in batch)
+            judged = await asyncio.to_thread(plan.store.consensus_item_ids, plan.run_id)
+            if len(judged) < seen:
+                assert runner.budget is not None
+                state = runner.budget.state()
+                return BudgetStop(state.spent_usd, state.max_usd, seen - len(judged), seen)
+    except BaseException:
+        # Stopped or failed: no chunk may go on calling models (or writing) behind the
+        # run's back once its status is set, so every one is cancelled and awaited here.
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        raise
+    finally:
+        keeper.cancel()
+        await asyncio.gather(keeper, return_exceptions=True)
+    if plan.rule.needs_fit:
+        from juryflow.flows.reaggregate import refit_run_consensus
+
+        await asyncio.to_thread(refit_run_consensus, plan.store, plan.run_id, plan.rule)
+    if plan.shard is None or plan.shard.index == 1:
+        # every shard reads every row; the first one records the rows that were refused
+        await asyncio.to_thread(runner.check_lease)
+        await asyncio.to_thread(plan.store.insert_row_errors, plan.run_id, errors)
+    runner.journal.remove()
+    return None
