@@ -86,21 +86,28 @@ def test_the_installed_wheel_runs_its_bundled_sample_outside_the_checkout(
         check=True,
     )
     assert where.stdout.strip().startswith(str(target))
-    db = tmp_path / "wheel.duckdb"
+    dataset, items = _run_three_items([sys.executable, "-m", "juryflow"], env, tmp_path)
+    assert items == 3
+    # the sample the wheel bundles, not the checkout's examples/
+    assert dataset == str(target / "juryflow" / "examples" / "ragtruth_data2txt_sample.jsonl")
+
+
+def _run_three_items(juryflow: list[str], env: dict[str, str], where: Path) -> tuple[str, int]:
+    """`juryflow run --limit 3` in ``where``: the dataset the run read and its item count."""
+    db = where / "three.duckdb"
     run = subprocess.run(
-        [sys.executable, "-m", "juryflow", "run", "--limit", "3", "--db", str(db)],
+        [*juryflow, "run", "--limit", "3", "--db", str(db)],
         env=env,
-        cwd=tmp_path,
+        cwd=where,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
     with duckdb.connect(str(db), read_only=True) as con:
-        row = con.execute("SELECT dataset FROM runs").fetchone()
-    assert row is not None
-    # the sample the wheel bundles, not the checkout's examples/
-    assert row[0] == str(target / "juryflow" / "examples" / "ragtruth_data2txt_sample.jsonl")
+        (dataset,) = con.execute("SELECT dataset FROM runs").fetchone() or ("",)
+        (items,) = con.execute("SELECT count(*) FROM items").fetchone() or (0,)
+    return str(dataset), int(items)
 
 
 def _third_party_imports() -> set[str]:
@@ -165,20 +172,8 @@ def test_a_plain_editable_install_runs_the_bundled_sample(tmp_path: Path) -> Non
         text=True,
     )
     assert install.returncode == 0, install.stderr
-    db = tmp_path / "plain.duckdb"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph")}
     env.pop("PYTHONPATH", None)
-    run = subprocess.run(
-        [env_dir / "bin" / "juryflow", "run", "--limit", "3", "--db", str(db)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    with duckdb.connect(str(db), read_only=True) as con:
-        (dataset,) = con.execute("SELECT dataset FROM runs").fetchone() or ("",)
-        (items,) = con.execute("SELECT count(*) FROM items").fetchone() or (0,)
+    dataset, items = _run_three_items([str(env_dir / "bin" / "juryflow")], env, tmp_path)
     assert items == 3
     assert dataset == str(REPO / "examples" / "ragtruth_data2txt_sample.jsonl")
