@@ -22,15 +22,18 @@ from juryflow.flows.runtime.interrupts import (
     InterruptedRun,
     Interruption,
     InterruptWatch,
+    on_pending,
+    pending,
     record,
     resume_hint,
+    stop_if_pending,
 )
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import close_judges
 from juryflow.flows.workers import WorkerPool, default_workers
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.planning.run_setup import RunPlan, plan_run
-from juryflow.storage.connection import Patience, StoreError, patient_waits
+from juryflow.storage.connection import Patience, StoreError, StoreLockedError, patient_waits
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
 )
@@ -47,6 +50,18 @@ def _on_stop(patience: Patience) -> None:
     reports of the tasks about to be cancelled on purpose."""
     patience.stop.set()
     quiet_stopped_run()
+
+
+def _stop_before_planning() -> None:
+    """A Ctrl-C as the flow started: stop before the run has a row or made a call."""
+    early = pending()
+    if early is not None:
+        message = (
+            f"juryflow: interrupted ({early.cause}) before the run started; nothing was judged"
+        )
+        record(InterruptedRun(None, early, message))
+        quiet_stopped_run()  # the command line's one line says it; Prefect's "crash" would not
+        raise KeyboardInterrupt
 
 
 def _resume_hint(plan: RunPlan) -> str:
@@ -79,13 +94,15 @@ def _record_completion(plan: RunPlan) -> bool:
 
 async def _mark_ended(
     plan: RunPlan,
-    runner: ChunkRunner,
+    runner: ChunkRunner | None,
     patience: Patience,
     status: str,
     error: BaseException,
 ) -> None:
-    """The run ended by an error (``failed``) or a signal Prefect raised (``interrupted``)."""
-    await runner.close()
+    """The run ended by an error (``failed``) or a signal Prefect raised (``interrupted``);
+    ``runner`` is None when it ended before its judging began."""
+    if runner is not None:
+        await runner.close()
     await close_judges()
     # The message may quote a URL, header or key (SDK and HTTP errors do); runs.error is kept.
     from juryflow.judges.redact import redact_text
@@ -94,8 +111,12 @@ async def _mark_ended(
     patience.stop.clear()  # an interruption may have ended the waits; this one must land
     _record_end(plan, status, message)
     if status == "interrupted":
-        # Prefect raised it (its SIGTERM bridge) or asyncio did (Ctrl-C before the watch)
-        signum = signal.SIGTERM if type(error).__name__ == "TerminationSignal" else signal.SIGINT
+        # Prefect raised it (its SIGTERM bridge), or juryflow's own handlers did before the
+        # watch began (SystemExit for SIGTERM, KeyboardInterrupt for Ctrl-C)
+        by_sigterm = type(error).__name__ == "TerminationSignal" or (
+            isinstance(error, SystemExit) and error.code == EXIT_CODES[signal.SIGTERM]
+        )
+        signum = signal.SIGTERM if by_sigterm else signal.SIGINT
         hint = _resume_hint(plan)
         record(
             InterruptedRun(
@@ -260,27 +281,45 @@ async def _plan_and_judge(
     # The run's own store waits have no deadline (a long reader must not fail it); an
     # interruption ends them.
     patience = Patience()
-    with patient_waits(patience):
-        plan = plan_run(**plan_options)
-        logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
-        progress.started(plan.run_id, str(plan.store.path), flow_run_id)
-        budget = Budget(max_cost) if max_cost is not None else None
-        set_budget(plan.run_id, budget)
-        if pool is None and workers is None and not distributed and max_cost is None:
-            # Dask spreads the chunks itself; a budget is kept by one process.
-            count = default_workers(plan.panel)
-            if count > 1:
-                pool = WorkerPool(count, chunks_in_flight)
-                pool.start()
-        if pool is not None:
-            pool.configure(
-                list(plan.panel.judges),
-                plan.panel.prices,
-                str(journal_path(plan.store.path, plan.journal_key)),
-                plan.run_id,
-                _resume_hint(plan),
-            )
-        runner = ChunkRunner(plan, distributed, budget, pool)
+    with patient_waits(patience), on_pending(patience.stop.set):
+        _stop_before_planning()
+        try:
+            plan = plan_run(**plan_options)
+        except StoreLockedError:
+            _stop_before_planning()  # a Ctrl-C ended the wait for the store
+            raise
+        try:
+            stop_if_pending()
+            logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
+            progress.started(plan.run_id, str(plan.store.path), flow_run_id)
+            budget = Budget(max_cost) if max_cost is not None else None
+            set_budget(plan.run_id, budget)
+            if pool is None and workers is None and not distributed and max_cost is None:
+                # Dask spreads the chunks itself; a budget is kept by one process.
+                count = default_workers(plan.panel)
+                if count > 1:
+                    pool = WorkerPool(count, chunks_in_flight)
+                    pool.start()
+            if pool is not None:
+                pool.configure(
+                    list(plan.panel.judges),
+                    plan.panel.prices,
+                    str(journal_path(plan.store.path, plan.journal_key)),
+                    plan.run_id,
+                    _resume_hint(plan),
+                )
+            runner = ChunkRunner(plan, distributed, budget, pool)
+        except BaseException as error:
+            # The run's row exists but its judging never began (Ctrl-C or SIGTERM as it
+            # starts, or an error): the row says how it ended, never `running`.
+            set_budget(plan.run_id, None)
+            if pool is not None:
+                await pool.close(cancel=True)
+            status = "failed" if isinstance(error, Exception) else "interrupted"
+            if status == "interrupted":
+                quiet_stopped_run()
+            await _mark_ended(plan, None, patience, status, error)
+            raise
         try:
             return await _judge_run(plan, runner, patience, flow_run_id, chunks_in_flight, began)
         finally:

@@ -49,6 +49,7 @@ def run_evaluation(
     # Until the flow's own handlers take over (and after), SIGTERM ends juryflow as Ctrl-C
     # does: by unwinding, so that the Prefect server it started is stopped too.
     previous = signal.signal(signal.SIGTERM, interrupts.raise_on_sigterm)
+    previous_sigint = signal.signal(signal.SIGINT, interrupts.raise_on_sigint)
     try:
         return _run_evaluation(console, parameters, dask)
     except KeyboardInterrupt:
@@ -59,16 +60,17 @@ def run_evaluation(
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_sigint)
 
 
 def _interrupted(signum: signal.Signals) -> interrupts.RunInterrupted:
     stopped = interrupts.take()
     if stopped is not None:
         return interrupts.RunInterrupted(stopped.message, stopped.interruption.exit_code)
+    # Raised before the flow began (no run row yet) or after its end (the row is final).
     return interrupts.RunInterrupted(
-        f"juryflow: interrupted ({signum.name}) outside the judging; a run it had started "
-        'shows in `juryflow sql "SELECT run_id, status FROM runs"`, and continues with '
-        "`juryflow run --resume RUN`",
+        f"juryflow: interrupted ({signum.name}) outside the judging; `juryflow runs` shows "
+        "where each run stands, and `juryflow run --resume RUN` continues one",
         interrupts.EXIT_CODES[signum],
     )
 
@@ -95,7 +97,13 @@ def _run_evaluation(
     progress.add_listener(listen)
     try:
         with bar if bar is not None else contextlib.nullcontext():
-            result: dict[str, Any] = asyncio.run(flow(**parameters, distributed=dask is not None))
+            interrupts.defer_sigint()
+            try:
+                result: dict[str, Any] = asyncio.run(
+                    flow(**parameters, distributed=dask is not None)
+                )
+            finally:
+                interrupts.honour_sigint()
     except CancelledRun as cancelled:
         stopped = interrupts.take()
         if stopped is None:  # cancelled in Prefect before the run's watch began

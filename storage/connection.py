@@ -39,6 +39,8 @@ DATA_PATH_ENV = "JURYFLOW_DATA_PATH"
 LOCK_WAIT_SECONDS = 60.0
 LOCK_WAIT_ENV = "JURYFLOW_LOCK_WAIT_SECONDS"
 LOCK_NOTICE_SECONDS = 30.0
+FIRST_LOCK_NOTICE_SECONDS = 3.0
+"""A run waiting for the store says so this soon, then every ``LOCK_NOTICE_SECONDS``."""
 MEMORY_LIMIT_ENV = "JURYFLOW_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "256MB"
 CHUNK_WRITE_MEMORY_LIMIT = "64MB"
@@ -241,7 +243,13 @@ def _open(
     if (problem := not_duckdb(path)) is not None:
         raise StoreError(problem)
     started = time.monotonic()
-    next_notice = started + lock_wait
+    deadline = started + lock_wait
+    # A patient wait has no deadline but says early that it waits, and why.
+    next_notice = (
+        started + min(FIRST_LOCK_NOTICE_SECONDS, patience.notice_every)
+        if patience is not None
+        else deadline
+    )
     delay = 0.02
     while True:
         try:
@@ -253,7 +261,7 @@ def _open(
             if not _is_lock_error(error):
                 raise StoreError(f"cannot open the store {path}: {error}") from None
             now = time.monotonic()
-            if patience is None and now >= next_notice:
+            if patience is None and now >= deadline:
                 raise StoreLockedError(
                     f"the store {path} stayed locked by {lock_holder(error)} for "
                     f"{lock_wait:.0f} s; wait for it to finish, or use another file with --db"

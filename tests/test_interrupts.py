@@ -283,3 +283,78 @@ def test_kill_9_leaves_no_prefect_server_behind(tmp_path: Path) -> None:
         child.communicate(timeout=30)
         # the kernel's parent-death signal (and the server's own watch) end it
         assert wait_gone(helpers, timeout=5.0) == []
+
+
+def _assert_stopped_before_any_call(
+    child: subprocess.Popen[str], stub: StubHandle, db: Path, out: str, err: str
+) -> None:
+    """Ctrl-C during start-up: exit 130 in one line, no traceback, no call made, and no run
+    left `running` (or `completed`: the run never goes on to its end)."""
+    text = out + err
+    assert child.returncode == 130, text
+    assert "Traceback" not in text and "Crash detected" not in text, text
+    assert len(text.strip().splitlines()) <= 3, text
+    assert stub.stats.requests() == 0, text
+    if db.exists():
+        statuses = {status for _, status in Store(db).query("SELECT run_id, status FROM runs")[1]}
+        assert statuses <= {"interrupted"}, statuses
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_ctrl_c_while_the_run_waits_for_the_store_at_its_start_stops_it(tmp_path: Path) -> None:
+    """Issue 29: start-up waits for a store a reader holds; a Ctrl-C then ends the wait."""
+    from tests.test_lock_fairness import hold
+
+    db = tmp_path / "held.duckdb"
+    Store(db).migrate()
+    reader = hold(db, 600.0)
+    try:
+        with slow_stub() as stub:
+            child = start_run(tmp_path, stub, db, child_env(JURYFLOW_TEST_KEY="sk-test-held"))
+            assert child.stderr is not None
+            seen = ""
+            while "waiting for the store" not in seen:
+                line = child.stderr.readline()
+                assert line, child.communicate()
+                seen += line
+            os.killpg(child.pid, signal.SIGINT)
+            out, err = child.communicate(timeout=120)
+            _assert_stopped_before_any_call(child, stub, db, out, seen + err)
+            assert "before the run started" in err, err
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_ctrl_c_as_the_flow_starts_stops_the_run(tmp_path: Path) -> None:
+    """Issue 29: a Ctrl-C once the Prefect flow had begun, before the judging's watch, was
+    lost (asyncio cancelled the flow's task, Prefect absorbed it) and every call was made.
+    The signal goes out the moment the flow has started its worker processes (``--workers
+    2`` starts them first thing), wherever the flow then is."""
+    db = tmp_path / "start.duckdb"
+    with slow_stub() as stub:
+        env = child_env(JURYFLOW_TEST_KEY="sk-test-start")
+        child = start_run(tmp_path, stub, db, env, "--workers", "2")
+        deadline = time.monotonic() + 180
+        while not any("multiprocessing" in " ".join(p.cmdline()) for p in alive_children(child)):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the flow never started its workers"
+            time.sleep(0.02)
+        os.killpg(child.pid, signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+        # the flow may already be judging when the signal lands: then calls in flight end
+        text = out + err
+        assert child.returncode == 130, text
+        assert "Traceback" not in text and "Crash detected" not in text, text
+        runs = Store(db).query("SELECT run_id, status FROM runs")[1] if db.exists() else []
+        assert {status for _, status in runs} <= {"interrupted"}, runs
+        calls = stub.stats.requests()
+    assert calls < ITEMS * len(JUDGES), "the run went on to its end"
+
+
+def alive_children(child: subprocess.Popen[str]) -> list[psutil.Process]:
+    try:
+        return alive(descendants(child.pid))
+    except psutil.NoSuchProcess:
+        return []

@@ -8,6 +8,7 @@ with JURYFLOW_LOCK_WAIT_SECONDS so that a 10 s hold outlasts it.
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
 import textwrap
@@ -160,3 +161,46 @@ def test_a_long_reader_makes_the_run_wait_not_fail(tmp_path: Path) -> None:
     assert rows == [(600, 600)]
     _, rows = store.query("SELECT count(*) FROM consensus WHERE run_id = ?", [run_id])
     assert rows == [(300,)]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_reader_holding_the_store_as_a_run_starts_makes_it_wait_and_say_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: a reader there before the run made it fail after 60 s of silence. The run
+    now waits from its first look at the store, saying so early (a deadline of 1 s here
+    shows that none applies), and goes on when the reader leaves."""
+    db = tmp_path / "held.duckdb"
+    Store(db).migrate()
+    reader = hold(db, 600.0)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "juryflow", "run", "--limit", "3", "--db", str(db)],
+        env=child_env(JURYFLOW_LOCK_WAIT_SECONDS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert run.stderr is not None
+    stderr = run.stderr
+    threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True).start()
+    seen: list[str] = []
+    try:
+        while not any("waiting for the store" in line for line in seen):
+            seen.append(lines.get(timeout=180))  # Empty: the run never said it waits
+        assert run.poll() is None, seen
+    finally:
+        reader.kill()
+        reader.wait()
+    out = run.communicate(timeout=300)[0]
+    while not lines.empty():
+        seen.append(lines.get())
+    err = "".join(seen)
+    assert run.returncode == 0, out + err
+    assert f"PID {reader.pid}" in err and "StoreLockedError" not in err, err
+    assert "stayed locked" not in err and "Traceback" not in err, err
+    store = Store(db)
+    run_id = store.latest_run_id()
+    assert run_id is not None
+    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]

@@ -20,7 +20,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
@@ -112,6 +112,9 @@ class InterruptWatch:
                 loop.add_signal_handler(signum, self._on_signal, signum)
         if self.flow_run_id:
             self._poller = asyncio.create_task(self._watch_prefect(UUID(self.flow_run_id)))
+        early = pending()
+        if early is not None:  # Ctrl-C as the run started: nothing is judged
+            self.trigger(early)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -181,6 +184,66 @@ class InterruptWatch:
         if task.cancelled():
             return None
         return task.result()
+
+
+def raise_on_sigint(signum: int, frame: FrameType | None) -> None:
+    """Before the flow starts, Ctrl-C unwinds at once, wherever the main thread is."""
+    raise KeyboardInterrupt
+
+
+def honour_sigint() -> None:
+    """Ctrl-C stops juryflow from now on, even where the shell started it with SIGINT
+    ignored (a background job of a script): the judging's own watch honours it too."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, raise_on_sigint)
+
+
+# A Ctrl-C between the start of the flow and the judging's watch. It cannot be raised
+# where it lands: that is Prefect's engine creating the flow run, which absorbs a
+# cancellation (``asyncio.run``'s own handler only cancels the flow's task, and the run
+# went on to its end, every paid call made) and wraps a KeyboardInterrupt in its own
+# errors. So it is recorded, the flow stops at its next step (before any call), and
+# waits for the store end at once.
+_pending: list[Interruption] = []
+_pending_callbacks: list[Callable[[], None]] = []
+
+
+def defer_sigint() -> None:
+    """From now until the judging's watch takes over, record Ctrl-C instead of raising it."""
+    _pending.clear()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _record_sigint)
+
+
+def _record_sigint(signum: int, frame: FrameType | None) -> None:
+    if _pending:  # a second Ctrl-C: the user wants out now, and no call has been made
+        sys.stderr.write("juryflow: stopping at once\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODES[signal.SIGINT])
+    _pending.append(Interruption("SIGINT", EXIT_CODES[signal.SIGINT]))
+    for callback in list(_pending_callbacks):
+        callback()
+
+
+@contextlib.contextmanager
+def on_pending(callback: Callable[[], None]) -> Iterator[None]:
+    """Within the block, a recorded Ctrl-C also calls ``callback`` (to end a wait)."""
+    _pending_callbacks.append(callback)
+    try:
+        yield
+    finally:
+        _pending_callbacks.remove(callback)
+
+
+def pending() -> Interruption | None:
+    """The Ctrl-C recorded before the judging's watch began, if any."""
+    return _pending[0] if _pending else None
+
+
+def stop_if_pending() -> None:
+    """Stop the flow here (in its own code, not Prefect's) when a Ctrl-C was recorded."""
+    if _pending:
+        raise KeyboardInterrupt
 
 
 def raise_on_sigterm(signum: int, frame: FrameType | None) -> None:

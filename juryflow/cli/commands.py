@@ -159,99 +159,111 @@ def run(
     or a DuckLake shared by many processes and machines)."""
     from rich.text import Text
 
-    from juryflow.flows.runtime.interrupts import RunInterrupted
+    from juryflow.flows.runtime.interrupts import RunInterrupted, honour_sigint
     from juryflow.judges.panel import PanelError
     from juryflow.planning.run_setup import preflight, preflight_resume
     from juryflow.runner import run_evaluation
+    from juryflow.storage.connection import Patience, patient_waits
     from juryflow.storage.datasets import DatasetError, parse_mapping
 
+    honour_sigint()
     quiet_prefect_logging(verbose)
-    try:
-        from juryflow.flows.workers import check_workers
-        from juryflow.planning.run_setup import checked_shard
+    # A run waits for a store another process holds as long as it takes, from its first
+    # look at it on (saying so), as its writes do: a reader never makes a run fail.
+    with patient_waits(Patience()):
+        try:
+            from juryflow.flows.workers import check_workers
+            from juryflow.planning.run_setup import checked_shard
 
-        _use_data_path(db, data_path)
-        checked_shard(shard, run_id, resume)
-        check_workers(workers, distributed=dask is not None, max_cost=max_cost)
-        mapping = parse_mapping(map_ or [])
-        if dry_run:
-            _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
-                     seed, max_cost, resume)  # fmt: skip
+            _use_data_path(db, data_path)
+            checked_shard(shard, run_id, resume)
+            check_workers(workers, distributed=dask is not None, max_cost=max_cost)
+            mapping = parse_mapping(map_ or [])
+            if dry_run:
+                _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
+                         seed, max_cost, resume)  # fmt: skip
+                return
+            if resume is not None:
+                from juryflow.planning.run_setup import ResumeRequest
+                from juryflow.storage.reads.run_queries import resolve_run_id
+                from juryflow.storage.store import Store
+
+                _refuse_settings_on_resume(
+                    quorum=quorum, calibration=calibration, limit=limit, sample=sample
+                )
+                # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
+                resume = resolve_run_id(Store(db), resume)
+                _check_budget(panel, db, resume, max_cost, dask)
+                # By name: typer carries its own copy of click, so the enum is not click's.
+                sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
+                given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
+                request = ResumeRequest(
+                    dataset=dataset,
+                    panel=panel,
+                    mapping=mapping if "map_" in given else None,
+                    chunk_size=chunk_size if "chunk_size" in given else None,
+                    max_chars=max_chars if "max_chars" in given else None,
+                    no_cache=no_cache,
+                    suite=suite,
+                )
+                warnings = preflight_resume(db, resume, request)
+            else:
+                from juryflow.planning.run_setup import check_selection
+
+                check_selection(limit, sample)
+                _check_budget(panel, db, None, max_cost, dask)
+                warnings = preflight(
+                    dataset, panel, mapping, quorum, db=db, calibration=calibration
+                )
+                if shard is not None and run_id is not None:
+                    from juryflow.planning.run_setup import preflight_shard
+
+                    warnings += preflight_shard(
+                        db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
+                        chunk_size=chunk_size, quorum=quorum, mapping=mapping,
+                        use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
+                        limit=limit, sample=sample, seed=seed,
+                    )  # fmt: skip
+            for warning in warnings:
+                err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
+            summary = run_evaluation(
+                console,
+                dict(
+                    dataset=dataset,
+                    panel=panel,
+                    db=db,
+                    resume=resume,
+                    suite=suite,
+                    chunk_size=chunk_size,
+                    quorum=quorum,
+                    mapping=mapping,
+                    use_cache=not no_cache,
+                    max_chars=max_chars,
+                    calibration=calibration,
+                    limit=limit,
+                    sample=sample,
+                    seed=seed,
+                    max_cost=max_cost,
+                    workers=workers,
+                    shard=shard,
+                    run_id=run_id,
+                    take_over=take_over,
+                ),
+                dask=dask,
+            )
+        except KeyboardInterrupt:  # before the run's flow began: nothing stored, nothing to resume
+            err.print("juryflow: interrupted (SIGINT) before the run started; nothing was judged")
+            raise typer.Exit(code=130) from None
+        except RunInterrupted as stopped:
+            # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
+            # run is marked interrupted and the message says how to resume it.
+            err.print(
+                output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(code=stopped.exit_code) from None
+        except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+            fail(str(error))
             return
-        if resume is not None:
-            from juryflow.planning.run_setup import ResumeRequest
-            from juryflow.storage.reads.run_queries import resolve_run_id
-            from juryflow.storage.store import Store
-
-            _refuse_settings_on_resume(
-                quorum=quorum, calibration=calibration, limit=limit, sample=sample
-            )
-            # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
-            resume = resolve_run_id(Store(db), resume)
-            _check_budget(panel, db, resume, max_cost, dask)
-            # By name: typer carries its own copy of click, so the enum is not click's.
-            sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
-            given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
-            request = ResumeRequest(
-                dataset=dataset,
-                panel=panel,
-                mapping=mapping if "map_" in given else None,
-                chunk_size=chunk_size if "chunk_size" in given else None,
-                max_chars=max_chars if "max_chars" in given else None,
-                no_cache=no_cache,
-                suite=suite,
-            )
-            warnings = preflight_resume(db, resume, request)
-        else:
-            from juryflow.planning.run_setup import check_selection
-
-            check_selection(limit, sample)
-            _check_budget(panel, db, None, max_cost, dask)
-            warnings = preflight(dataset, panel, mapping, quorum, db=db, calibration=calibration)
-            if shard is not None and run_id is not None:
-                from juryflow.planning.run_setup import preflight_shard
-
-                warnings += preflight_shard(
-                    db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
-                    chunk_size=chunk_size, quorum=quorum, mapping=mapping,
-                    use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
-                    limit=limit, sample=sample, seed=seed,
-                )  # fmt: skip
-        for warning in warnings:
-            err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
-        summary = run_evaluation(
-            console,
-            dict(
-                dataset=dataset,
-                panel=panel,
-                db=db,
-                resume=resume,
-                suite=suite,
-                chunk_size=chunk_size,
-                quorum=quorum,
-                mapping=mapping,
-                use_cache=not no_cache,
-                max_chars=max_chars,
-                calibration=calibration,
-                limit=limit,
-                sample=sample,
-                seed=seed,
-                max_cost=max_cost,
-                workers=workers,
-                shard=shard,
-                run_id=run_id,
-                take_over=take_over,
-            ),
-            dask=dask,
-        )
-    except RunInterrupted as stopped:
-        # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
-        # run is marked interrupted and the message says how to resume it.
-        err.print(output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(code=stopped.exit_code) from None
-    except (DatasetError, PanelError, ValueError, RuntimeError) as error:
-        fail(str(error))
-        return
     output.print_run_summary(console, summary)
     from juryflow.analysis.run_health import failure_lines
 
