@@ -16,6 +16,7 @@ from prefect.utilities.annotations import quote
 
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
+from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, judge_chunk
 from juryflow.flows.workers import WorkerPool
 from juryflow.judges.breaker import StoppedJudge, forget_run
@@ -31,6 +32,7 @@ from juryflow.storage.datasets import (
     read_items,
     select_items,
 )
+from juryflow.storage.failures import store_failure
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.shards import ShardLost
 
@@ -387,9 +389,11 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
                 assert runner.budget is not None
                 state = runner.budget.state()
                 return BudgetStop(state.spent_usd, state.max_usd, seen - len(judged), seen)
-    except BaseException:
+    except BaseException as error:
         # Stopped or failed: no chunk may go on calling models (or writing) behind the
         # run's back once its status is set, so every one is cancelled and awaited here.
+        if store_failure(error, plan.store.path) is not None:
+            quiet_stopped_run()  # the run ends in one line; these cancellations are on purpose
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

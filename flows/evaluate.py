@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import signal
 import threading
 import time
 from typing import Any, cast
 
+import duckdb
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled
@@ -37,6 +39,7 @@ from juryflow.storage.connection import Patience, StoreError, StoreLockedError, 
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
 )
+from juryflow.storage.failures import StoreFailure, store_failure
 from juryflow.storage.journal import journal_path
 from juryflow.storage.shards import ShardLost, finish_shard, release_shard
 
@@ -126,6 +129,28 @@ async def _mark_ended(
                 f"{hint}",
             )
         )
+
+
+async def _store_failed(
+    plan: RunPlan,
+    runner: ChunkRunner,
+    patience: Patience,
+    failure: StoreFailure,
+    error: Exception,
+) -> StoreError:
+    """The store itself failed the run (deleted, disk full, no longer writable): record the
+    end if the store still takes it, and say in one line what to fix and how to resume."""
+    quiet_stopped_run()  # the one line says it all; Prefect's traceback would not help
+    # The same failure may refuse this too: the resume sets the row right then.
+    with contextlib.suppress(StoreError, duckdb.Error, OSError):
+        await _mark_ended(plan, runner, patience, "failed", error)
+    fix = f"{failure.fix}, then continue" if failure.fix else "continue"
+    rebuilt = "" if failure.fix else " (it rebuilds the store from the journal)"
+    return StoreError(
+        f"run {plan.run_id} stopped: {failure.what}. Every judgment made is in its journal "
+        f"{journal_path(plan.store.path, plan.journal_key)}; {fix} it with: "
+        f"{_resume_hint(plan)}{rebuilt}"
+    )
 
 
 async def _stop_for_budget(plan: RunPlan, runner: ChunkRunner, stop: BudgetStop) -> InterruptedRun:
@@ -351,6 +376,9 @@ async def _judge_run(
                     # Expected on many machines, and said in one line by the command line;
                     # Prefect's traceback of it would say nothing more.
                     quiet_stopped_run()
+                failure = store_failure(error, plan.store.path)
+                if failure is not None:
+                    raise await _store_failed(plan, runner, patience, failure, error) from None
                 await _mark_ended(plan, runner, patience, "failed", error)
                 raise
             # A stop was requested: what the work raised on its way out (a write that

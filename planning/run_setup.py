@@ -15,6 +15,7 @@ from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
 from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
+from juryflow.storage.journal import Journal, journal_path, read_run_header, write_run_header
 from juryflow.storage.shards import (
     ShardError,
     ShardLease,
@@ -304,12 +305,38 @@ def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
     return found
 
 
+def restore_from_journal(db: str | None, run_id: str) -> str | None:
+    """``--resume`` of a run whose store was deleted (or replaced) while it ran: the run's
+    row, kept beside its journal, goes into the store (made anew if need be), and the resume
+    then stores the journal's judgments as ever. Returns a line saying so, or None when the
+    store has the run (or there is nothing to rebuild it from)."""
+    store = Store(db)
+    if not isinstance(store.path, Path):
+        return None
+    journal = journal_path(store.path, run_id)
+    record = read_run_header(journal)
+    if record is None:
+        return None
+    store.migrate()
+    if store.get_run(run_id) is not None:
+        return None
+    store.create_run(replace(record, status="interrupted", finished_at=None))
+    judged = len(Journal(journal).replay())
+    return (
+        f"the store {store.path} did not hold run {run_id}: its row is restored from the "
+        f"run's journal, and the {judged} judgments there are stored as the run resumes"
+    )
+
+
 def preflight_resume(db: str | None, run_id: str, given: ResumeRequest | None = None) -> list[str]:
     """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
     starts; returns warnings to show."""
+    restored = restore_from_journal(db, run_id)
     store = Store(db)
     store.migrate()
     run, _, warnings = _resumable(store, run_id)
+    if restored is not None:
+        warnings = [restored, *warnings]
     conflicts = resume_conflicts(run, given or ResumeRequest())
     if conflicts:
         raise RunSetupError(
@@ -377,6 +404,8 @@ def plan_run(
     )
     if spec is None:
         store.create_run(record)
+        if isinstance(store.path, Path):  # what --resume rebuilds a deleted store from
+            write_run_header(journal_path(store.path, record.run_id), record)
         return plan
     return _join_shard(plan, record, spec, take_over)
 

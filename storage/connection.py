@@ -155,6 +155,10 @@ class StoreMissingError(StoreError):
     pass
 
 
+class StoreGoneError(StoreMissingError):
+    """The file was there when this process began to use it and is not any more."""
+
+
 def resolve_db_path(path: str | Path | None) -> Path:
     """``--db`` wins, then ``$JURYFLOW_DB``, then ``./juryflow.duckdb``; a DuckDB file only
     (the commands that take a lake too use :func:`resolve_target`)."""

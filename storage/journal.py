@@ -15,12 +15,14 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import Judgment, Span, Usage
 from juryflow.storage.files import open_private_append, private_dir
+from juryflow.storage.store.records import RunRecord
 
 if TYPE_CHECKING:
     from juryflow.storage.lake.attach import LakeTarget
@@ -74,6 +76,39 @@ def _judgment_from_data(data: dict[str, Any]) -> Judgment:
     return Judgment(**data)
 
 
+def run_header_path(journal: Path) -> Path:
+    """Beside the journal: the run's own row, from which ``--resume`` rebuilds a store that
+    was deleted during the run (the journal alone holds judgments, not what the run is)."""
+    return journal.with_name(journal.name.removesuffix(".jsonl") + ".run.json")
+
+
+def write_run_header(journal: Path, record: RunRecord) -> None:
+    data = dataclasses.asdict(record)
+    for name in ("started_at", "finished_at"):
+        if data[name] is not None:
+            data[name] = data[name].isoformat()
+    private_dir(journal.parent)
+    path = run_header_path(journal)
+    fd = open_private_append(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(data).encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_run_header(journal: Path) -> RunRecord | None:
+    """The run row kept beside ``journal``, or None if there is none (or it is unreadable)."""
+    try:
+        data = json.loads(run_header_path(journal).read_text(encoding="utf-8"))
+        for name in ("started_at", "finished_at"):
+            if data.get(name) is not None:
+                data[name] = datetime.fromisoformat(data[name])
+        return RunRecord(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -117,5 +152,6 @@ class Journal:
     def remove(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        run_header_path(self.path).unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # other runs' journals may still be there
             self.path.parent.rmdir()

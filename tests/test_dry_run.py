@@ -164,17 +164,10 @@ def test_the_readme_dry_run_command(tmp_path: Path) -> None:
     stand-in needs to run: nothing is called)."""
     from tests.conftest import REPO, SAMPLE
 
+    command = [sys.executable, "-m", "juryflow", "run", str(SAMPLE.relative_to(REPO)),
+               "--panel", "examples/panel.stub.yaml", "--dry-run"]  # fmt: skip
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "juryflow",
-            "run",
-            str(SAMPLE.relative_to(REPO)),
-            "--panel",
-            "examples/panel.stub.yaml",
-            "--dry-run",
-        ],
+        command,
         cwd=REPO,
         env={
             **{k: v for k, v in os.environ.items() if k != "JURYFLOW_DB"},

@@ -184,7 +184,7 @@ def run(
                          seed, max_cost, resume)  # fmt: skip
                 return
             if resume is not None:
-                from juryflow.planning.run_setup import ResumeRequest
+                from juryflow.planning.run_setup import ResumeRequest, restore_from_journal
                 from juryflow.storage.reads.run_queries import resolve_run_id
                 from juryflow.storage.store import Store
 
@@ -192,6 +192,8 @@ def run(
                     quorum=quorum, calibration=calibration, limit=limit, sample=sample
                 )
                 # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
+                # a store deleted during the run is rebuilt from the run's journal first
+                restored = restore_from_journal(db, resume)
                 resume = resolve_run_id(Store(db), resume)
                 _check_budget(panel, db, resume, max_cost, dask)
                 # By name: typer carries its own copy of click, so the enum is not click's.
@@ -207,6 +209,7 @@ def run(
                     suite=suite,
                 )
                 warnings = preflight_resume(db, resume, request)
+                warnings = [restored, *warnings] if restored else warnings
             else:
                 from juryflow.planning.run_setup import check_selection
 

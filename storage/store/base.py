@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import duckdb
 
-from juryflow.storage.connection import connect, resolve_target, retry_conflicts
+from juryflow.storage.connection import StoreGoneError, connect, resolve_target, retry_conflicts
 from juryflow.storage.lake.attach import LakeTarget
 from juryflow.storage.store.checks import _check_schema
 
@@ -41,6 +41,12 @@ class StoreBase:
     def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to a file checked to be a juryflow store (once per Store); that it
         is a DuckDB file at all, :func:`juryflow.storage.connection.connect` checks."""
+        if self._checked and isinstance(self.path, Path) and not self.path.exists():
+            # DuckDB would make a new, empty file there, and the writes would then fail on
+            # tables it does not have.
+            raise StoreGoneError(
+                f"the store {self.path} is gone: it was deleted or moved while in use"
+            )
         with connect(self.path, read_only=read_only) as con:
             if not self._checked:
                 _check_schema(con, self.path)

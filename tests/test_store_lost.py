@@ -1,0 +1,113 @@
+"""The store fails under a running run (issue 29, points 5 and 6): deleted, or its disk full.
+
+Before the fix, a deleted store gave Prefect's "Crash detected" and two tracebacks, left an
+empty DuckDB file at the path, and `--resume` on it printed a traceback although the journal
+was intact; a full disk gave an uncaught traceback and no resume hint. Now each ends in one
+line naming the fix and the resume command, and the resume completes the run exactly: every
+pair judged once, no call made twice for a judgment the journal holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from juryflow.standin.server import StubHandle
+from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.store import Store
+from tests.test_interrupts import ITEMS, JUDGES, slow_stub, start_run, wait_for_judgments
+from tests.test_resume import child_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+KEY = "sk-test-store-lost"
+
+
+def _ended_in_one_line(child: subprocess.Popen[str], run_id: str, db: Path) -> str:
+    out, err = child.communicate(timeout=300)
+    text = out + err
+    assert child.returncode == 2, text
+    assert "Traceback" not in text and "ERROR" not in text, text
+    # progress lines come and go with the machine's speed; the end is one line
+    lines = err.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == lines[-1:], err
+    assert f"juryflow run --resume {run_id} --db {db}" in lines[-1], err
+    return lines[-1]
+
+
+def _resume_completes(stub: StubHandle, db: Path, run_id: str) -> subprocess.CompletedProcess[str]:
+    journaled = {(j.item_id, j.judge_id) for j in Journal(journal_path(db, run_id)).replay()}
+    stored = Store(db).judged_pairs(run_id) if db.exists() else set()
+    before = stub.stats.requests()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "juryflow", "run", "--resume", run_id, "--db", str(db)],
+        env=child_env(JURYFLOW_TEST_KEY=KEY),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # nothing the journal (or the store) held is asked for again
+    assert stub.stats.requests() - before == ITEMS * len(JUDGES) - len(journaled | stored)
+    store = Store(db)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "completed", run
+    _, rows = store.query(
+        "SELECT count(*), count(DISTINCT (item_id, judge_id)) FROM judgments WHERE run_id = ?",
+        [run_id],
+    )
+    assert rows == [(ITEMS * len(JUDGES), ITEMS * len(JUDGES))]
+    _, rows = store.query("SELECT count(*) FROM consensus WHERE run_id = ?", [run_id])
+    assert rows == [(ITEMS,)]
+    return resumed
+
+
+def test_a_store_deleted_mid_run_ends_in_one_line_and_resume_rebuilds_it(tmp_path: Path) -> None:
+    db = tmp_path / "deleted.duckdb"
+    with slow_stub() as stub:
+        child = start_run(tmp_path, stub, db, child_env(JURYFLOW_TEST_KEY=KEY))
+        run_id = wait_for_judgments(child, db, at_least=120)
+        db.unlink()
+        err = _ended_in_one_line(child, run_id, db)
+        assert "deleted" in err and "rebuilds the store from the journal" in err, err
+        # no empty DuckDB file made at the path in its place
+        assert not db.exists()
+        resumed = _resume_completes(stub, db, run_id)
+    assert "restored from the run's journal" in resumed.stderr, resumed.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB file system of its own (tmpfs), grown later with a remount."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_ends_in_one_line_and_resume_after_freeing_space_completes(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    db = small_disk / "full.duckdb"
+    with slow_stub() as stub:
+        child = start_run(tmp_path, stub, db, child_env(JURYFLOW_TEST_KEY=KEY))
+        run_id = wait_for_judgments(child, db, at_least=1, timeout=300)
+        err = _ended_in_one_line(child, run_id, db)
+        assert "is full" in err and "free some space" in err, err
+        subprocess.run(["mount", "-o", "remount,size=256m", str(small_disk)], check=True)
+        _resume_completes(stub, db, run_id)
