@@ -446,7 +446,8 @@ def read_items(
     """
     file = Path(path)
     columns = resolve_columns(dataset_columns(file), needed, overrides or {})
-    seen: set[str] = set()
+    seen: dict[str, int | None] = {}
+    """Ids so far; the row number where juryflow made one up (``row-N``), else None."""
     for number, row, error in iter_rows(file, max_chars=max_chars):
         if row is None:
             yield RowError(number, None, error or "unreadable row")
@@ -454,10 +455,22 @@ def read_items(
         result = row_to_item(number, row, columns, max_chars)
         if isinstance(result, Item):
             if result.item_id in seen:
-                yield RowError(number, result.item_id, f"duplicate id {result.item_id!r}")
+                yield RowError(number, result.item_id, _duplicate(result.item_id, seen))
                 continue
-            seen.add(result.item_id)
+            made_up = not cell_text(row.get(columns.id_column)) if columns.id_column else True
+            seen[result.item_id] = number if made_up else None
         yield result
+
+
+def _duplicate(item_id: str, seen: Mapping[str, int | None]) -> str:
+    made_up_at = seen[item_id]
+    if made_up_at is None:
+        return f"duplicate id {item_id!r}"
+    # a real id that happens to be the one given to an earlier row without an id
+    return (
+        f"id {item_id!r} is also the id juryflow gave row {made_up_at}, which has none; "
+        f"give row {made_up_at} an id of its own (or this row another one)"
+    )
 
 
 def select_items(

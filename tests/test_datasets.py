@@ -102,3 +102,22 @@ def test_unknown_format(tmp_path: Path) -> None:
     path.write_text("x")
     with pytest.raises(DatasetError, match="unknown dataset format"):
         list(read_items(path, ["response"]))
+
+
+def test_a_real_id_equal_to_a_made_up_one_names_the_row_without_an_id(tmp_path: Path) -> None:
+    """Issue 29: a row without an id becomes ``row-N``; a later row whose real id is
+    ``row-N`` was refused as a plain "duplicate id", which named neither row's fix."""
+    path = tmp_path / "d.jsonl"
+    rows = [
+        {"id": "a", "reference": "r", "response": "x"},
+        {"reference": "r", "response": "y"},  # line 2: no id, becomes row-2
+        {"id": "row-2", "reference": "r", "response": "z"},
+        {"id": "a", "reference": "r", "response": "w"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    found = list(read_items(path, ["reference", "response"]))
+    assert [r.item_id for r in found if isinstance(r, Item)] == ["a", "row-2"]
+    errors = [r for r in found if isinstance(r, RowError)]
+    assert [(e.row_number, e.item_id) for e in errors] == [(3, "row-2"), (4, "a")]
+    assert "juryflow gave row 2, which has none; give row 2 an id" in errors[0].error
+    assert errors[1].error == "duplicate id 'a'"

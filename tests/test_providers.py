@@ -686,3 +686,19 @@ async def test_one_client_per_endpoint_and_loop_reused_across_chunks_and_closed_
     await close_judges()  # what the flow does when the run ends
     assert sdk._client.is_closed
     assert judge.client.transport() is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_base_url_with_a_query_keeps_its_path_and_sends_the_query(
+    stub: StubHandle, keys: str, provider: str
+) -> None:
+    """Issue 29: the SDKs appended their path after the query (``/v1?api-version=1/...``);
+    the query now goes with every request, the path stays the API's."""
+    judge = make_judge(
+        stub, provider, "stub-score-0.7", base_url=base_url(stub, provider) + "?api-version=7"
+    )
+    judgment = await judge.judge(SCORE_ITEM)
+    assert judgment.score == pytest.approx(0.7), judgment.unscored_reason
+    target, _ = stub.stats.requests_seen()[-1]
+    path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
+    assert target.startswith(path + "?") and "api-version=7" in target, target

@@ -48,7 +48,8 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
     def _new_sdk(self, http: Any) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
-            base_url=self._base_url,
+            base_url=self._sdk_base_url,
+            default_query=self._default_query or None,
             timeout=self._timeout,
             max_retries=0,
             default_headers=self._headers or None,

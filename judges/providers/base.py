@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from juryflow.judges.redact import (
     header_secrets,
@@ -321,6 +321,22 @@ def http_library(module: ModuleType) -> ModuleType:
     return sys.modules[type(module.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]]
 
 
+def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``base_url`` without its query, and the query's parameters.
+
+    The SDKs append their paths to the base URL as text, so ``https://h/v1?api-version=1``
+    became ``https://h/v1?api-version=1/chat/completions``; the parameters go to every
+    request as the SDK's ``default_query`` instead (Azure's api-version, a proxy's key).
+    """
+    if not base_url:
+        return base_url, {}
+    parts = urlsplit(base_url)
+    if not parts.query:
+        return base_url, {}
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(query="", fragment="")), query
+
+
 def http_client(module: ModuleType, connections: int, base_url: str | None) -> Any:
     """The SDK's own async HTTP client on its fastest transport, pooled to ``connections``.
 
@@ -378,6 +394,7 @@ class SDKClient(Generic[SDK]):
     ) -> None:
         self._api_key = api_key
         self._base_url = base_url
+        self._sdk_base_url, self._default_query = split_query(base_url)
         self._timeout = timeout
         self._headers = dict(headers or {})
         self._secrets = client_secrets(api_key, base_url, self._headers)

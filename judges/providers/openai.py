@@ -51,7 +51,8 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
     def _new_sdk(self, http: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
             api_key=self._api_key,
-            base_url=self._base_url,
+            base_url=self._sdk_base_url,
+            default_query=self._default_query or None,
             timeout=self._timeout,
             max_retries=0,
             default_headers=self._headers or None,
