@@ -498,8 +498,10 @@ def test_no_secret_of_a_panel_reaches_any_record(
             # no api_key_env: ANTHROPIC_API_KEY must stay home
             f"  - {{id: c, provider: anthropic, model: 'stub-spans-good+echox1', "
             f"prompt: data2txt_spans, base_url: '{stub.anthropic_base_url}'}}\n"
-            # credentials in the URL and its query: every call fails (the SDK cannot route it)
-            f"  - {{id: q, provider: openai, model: stub-score-0.6, prompt: hallucination_score, "
+            # credentials in the URL and its query (sent with every call), and a model the
+            # server does not know: every call fails with a 404, which stops the judge
+            f"  - {{id: q, provider: openai, model: 'stub-score-0.6+404', "
+            "prompt: hallucination_score, "
             f"base_url: 'http://carol:{PASSWORD2}@{host}/v1?api_key={QUERY_SECRET}', "
             "api_key_env: JURYFLOW_SECRET_KEY}\n"
             "  - {id: n, provider: offline, detector: numbers}\n",
