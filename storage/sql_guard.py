@@ -1,35 +1,40 @@
 """`juryflow sql` confined: the store, read-only, and nothing else.
 
-Two layers, because either alone has a gap:
+Three layers, because each alone has a gap:
 
 - the connection (:func:`confined_connection`) is the store opened read-only with DuckDB's
   own sandbox switched on and locked: no file or network access beyond the store's own
   files, no extension install or load, no setting that could undo it;
 - the statements (:func:`check_statements`) are parsed by DuckDB itself and only reading
   kinds are let through, so that ATTACH/USE/DETACH chains, COPY, EXPORT, SET or temporary
-  objects are refused with a message before anything runs.
+  objects are refused with a message before anything runs;
+- every function a statement calls must be on an allow-list (:func:`allowed_functions`):
+  DuckDB's built-in functions that its catalogue marks free of side effects, a named few
+  table functions that compute rows or describe the catalogue, and on a lake its Parquet
+  readers and DuckLake's read-only functions. Whatever else a DuckDB or an extension brings
+  is refused without having to be known: functions that run SQL they are given as data
+  (``query``, ``json_execute_serialized_sql``, ``postgres_query``), that reach another
+  database (``postgres_scan``), read files or write (``checkpoint``). A deny-list of those
+  was walked around once (issue 29); an allow-list fails closed.
 
 On a DuckLake store (``--db ducklake:...``) the connection is a fresh in-memory DuckDB with
 the lake attached read-only and its data directory the one place files may be opened
-(DuckDB's sandbox does not tell reading from writing there: keeping COPY and ATTACH out of
-it is the statement check's job alone). The statements are also walked in DuckDB's own
-parse tree (``json_serialize_sql``), because the lake brings ways around the store: its
-catalog database is attached beside it (``__ducklake_metadata_lake``), the PostgreSQL
-extension's functions query that server directly, and ``query()``/``query_table()`` hide
-SQL in strings the tree does not show. All are refused, as are DuckLake's functions other
-than its read-only introspection ones. ``snapshot`` reads the lake as it was at a DuckLake
-snapshot (``juryflow sql --at-run``).
+(DuckDB's sandbox does not tell reading from writing there: keeping COPY, ATTACH and
+checkpoints out of it is the statement check's job alone). Its catalog database is attached
+beside it (``__ducklake_metadata_lake``): naming it is refused too. ``snapshot`` reads the
+lake as it was at a DuckLake snapshot (``juryflow sql --at-run``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
@@ -80,12 +85,95 @@ LAKE_READERS = (
 )
 _LAKE_READERS = frozenset(LAKE_READERS)
 _METADATA_PREFIX = "__ducklake_metadata_"
-# They run SQL or name tables given as strings, which the parse tree does not show.
-_HIDDEN_SQL = frozenset({"query", "query_table"})
 # Where a parse tree names a catalog or schema: table references (BASE_TABLE, SHOW_REF)
 # and qualified function calls.
 _QUALIFIERS = ("catalog_name", "schema_name", "catalog", "schema", "table_name")
 LAKE_FUNCTIONS = "the read-only ones (lake.snapshots(), ducklake_table_changes(), ...)"
+
+# -- the allow-list ---------------------------------------------------------------------------
+#
+# Scalar and aggregate functions (window functions are aggregates in the catalogue) come
+# from DuckDB's own catalogue: those of a plain in-memory DuckDB (its core and the
+# extensions built into the wheel: parquet, json, icu) that it marks free of side effects.
+# Extensions juryflow loads later (DuckLake, PostgreSQL) add none, whatever their flags.
+# random(), nextval(), sleep_ms(), write_log() ... have side effects; a reader needs none.
+_PURE_FUNCTIONS = """
+    SELECT DISTINCT function_name FROM duckdb_functions()
+    WHERE function_type IN ('scalar', 'aggregate') AND NOT has_side_effects
+"""
+# DuckDB's macros (list_sum, split_part, histogram_values, ...): each is allowed when every
+# function its definition calls is, so pg_sleep (sleep_ms) and histogram (query_table) are not.
+_MACROS = """
+    SELECT function_type, function_name, json_serialize_sql(
+        CASE function_type WHEN 'macro' THEN 'SELECT ' || macro_definition
+        ELSE macro_definition END)
+    FROM duckdb_functions() WHERE function_type IN ('macro', 'table_macro')
+"""
+# Free of side effects, yet they take SQL as data: json_serialize_plan binds the query it is
+# given, and binding reads files and queries servers. No reader needs them in a query.
+_SQL_AS_DATA = frozenset({"json_serialize_sql", "json_deserialize_sql", "json_serialize_plan"})
+# DuckDB's binder turns these calls into its UNNEST expression; the catalogue lists unnest
+# as a table function only.
+_UNNEST = frozenset({"unnest", "unlist"})
+# Table functions carry no side-effect mark in the catalogue, so the ones a reader needs are
+# named; each does no I/O, runs no SQL it is given and changes nothing. Only those the
+# catalogue lists are allowed.
+_TABLE_FUNCTIONS = frozenset(
+    {
+        # rows computed from their arguments alone
+        "range",
+        "generate_series",
+        "unnest",
+        "repeat",
+        "repeat_row",
+        "json_each",
+        "json_tree",
+        # this connection's catalogue: what SHOW, DESCRIBE and DuckDB's own views read
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_prepared_statements",
+        "duckdb_schemas",
+        "duckdb_sequences",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        # this connection's log, which its duckdb_logs view reads: empty, as logging is off
+        # and enable_logging() is not on this list
+        "duckdb_logs",
+        # what the reading PRAGMAs become: PRAGMA table_info(x) is pragma_table_info(x)
+        "pragma_table_info",
+        "pragma_show",
+        "pragma_database_size",
+        "pragma_storage_info",
+        "pragma_version",
+        "pragma_platform",
+    }
+)
+# On a lake: its Parquet files, which DuckDB's sandbox lets be opened under the data path only.
+_LAKE_FILE_READERS = frozenset(
+    {
+        "read_parquet",
+        "parquet_scan",
+        "parquet_metadata",
+        "parquet_schema",
+        "parquet_file_metadata",
+        "parquet_kv_metadata",
+    }
+)
+FUNCTIONS = (
+    "DuckDB's built-in functions without side effects, the table functions range(), "
+    "generate_series(), unnest(), json_each() and the catalogue's (duckdb_tables(), "
+    "pragma_table_info(), ...)"
+)
+LAKE_FILES = "read_parquet() of the lake's own files"
+
+CallKind = Literal["table", "expression"]
 
 _SAFE_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 # A keyword that says more than the statement type: USE, RESET and PRAGMA x=1 are all SET;
@@ -199,6 +287,9 @@ def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+# -- the statements ---------------------------------------------------------------------------
+
+
 def _keyword(statement: duckdb.Statement) -> str:
     text = _LEADING_COMMENTS.sub("", statement.query)
     words = re.findall(r"[A-Za-z_]+", text[:40])
@@ -227,62 +318,68 @@ def _refused_in(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> 
     return None
 
 
-def _lake_refusals(
-    con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, ducklake: frozenset[str]
-) -> list[str]:
-    """What in a reading statement reaches past the lake: its catalog database, the
-    PostgreSQL server behind it, or a DuckLake function (of ``ducklake``) that changes it."""
-    query = statement.query
-    if statement.type == duckdb.StatementType.EXPLAIN:
-        found = _EXPLAIN.match(_LEADING_COMMENTS.sub("", query))
-        query = found["inner"] if found is not None else ""
-    row = con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
-    tree: Any = json.loads(row[0]) if row is not None else {}
+@dataclasses.dataclass(slots=True)
+class _Found:
+    """What a parse tree calls and which catalogs it names, in the order it does."""
+
+    calls: list[tuple[CallKind, str]] = dataclasses.field(default_factory=list)
+    catalogs: list[str] = dataclasses.field(default_factory=list)
+
+
+def calls_in(con: duckdb.DuckDBPyConnection, sql: str) -> set[tuple[CallKind, str]] | None:
+    """Every function ``sql`` (reading statements) calls, as (``table`` or ``expression``,
+    lower-case name), from DuckDB's own parse tree; None if DuckDB cannot serialize it."""
+    found = _parse_tree(con, sql)
+    return None if found is None else set(found.calls)
+
+
+def _parse_tree(con: duckdb.DuckDBPyConnection, sql: str) -> _Found | None:
+    row = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    return _walked(row[0] if row is not None else None)
+
+
+def _walked(serialized: object) -> _Found | None:
+    """What json_serialize_sql's output calls and names; None for its error or nothing."""
+    tree: Any = json.loads(serialized) if isinstance(serialized, str) else {}
     if not isinstance(tree, dict) or tree.get("error") or not tree.get("statements"):
-        # Every reading statement (PRAGMAs come expanded) serializes; one that does not
-        # cannot be checked, so it does not run.
-        return [_keyword(statement)]
-    refused: list[str] = []
-    _walk(tree, ducklake, refused)
-    return refused
+        return None
+    found = _Found()
+    _walk(tree, found)
+    return found
 
 
-def _walk(node: object, ducklake: frozenset[str], refused: list[str]) -> None:
-    """Collect, depth first, every function or catalog in ``node`` a lake does not allow;
-    subqueries, CTEs, set operations and DESCRIBE/SUMMARIZE targets are all in the tree."""
+def _walk(node: object, found: _Found) -> None:
+    """Collect, depth first, every call and catalog in ``node``; subqueries, CTEs, set
+    operations, lambdas and DESCRIBE/SUMMARIZE targets are all in the tree."""
     if isinstance(node, list):
         for child in node:
-            _walk(child, ducklake, refused)
+            _walk(child, found)
         return
     if not isinstance(node, dict):
         return
     for key in _QUALIFIERS:
         value = node.get(key)
         if isinstance(value, str) and value.lower().startswith(_METADATA_PREFIX):
-            _add(refused, value)
-    # any node naming a function: table, scalar, aggregate and window calls alike
-    name = node.get("function_name")
-    if isinstance(name, str) and _function_refused(name.lower(), ducklake):
-        _add(refused, f"{name}()")
+            _add(found.catalogs, value)
+    call = node.get("function")
+    if node.get("type") == "TABLE_FUNCTION" and isinstance(call, dict):
+        # a table function is a FUNCTION node under its reference; its arguments are
+        # expressions like any other
+        _note(found, "table", call.get("function_name"))
+        _walk({key: value for key, value in call.items() if key != "function_name"}, found)
+        _walk({key: value for key, value in node.items() if key != "function"}, found)
+        return
+    if "function_name" in node:
+        _note(found, "expression", node["function_name"])
     for child in node.values():
-        _walk(child, ducklake, refused)
+        _walk(child, found)
 
 
-def _function_refused(name: str, ducklake: frozenset[str]) -> bool:
-    if name.startswith("postgres_") or name in _HIDDEN_SQL:
-        return True
-    # DuckLake also registers its functions without the prefix, in the lake's schema:
-    # set_commit_message(), main.set_commit_message() and lake.snapshots() all resolve.
-    full = name if name.startswith("ducklake_") else f"ducklake_{name}"
-    return (full in ducklake or name.startswith("ducklake_")) and full not in _LAKE_READERS
-
-
-def _ducklake_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
-    rows = con.execute(
-        "SELECT DISTINCT function_name FROM duckdb_functions() "
-        "WHERE starts_with(function_name, 'ducklake_')"
-    ).fetchall()
-    return frozenset(str(row[0]) for row in rows)
+def _note(found: _Found, kind: CallKind, name: object) -> None:
+    # a name that is not text cannot be checked: it is refused under a name none allows
+    call = (kind, name.lower() if isinstance(name, str) else "?")
+    if call not in found.calls:
+        found.calls.append(call)
 
 
 def _add(refused: list[str], what: str) -> None:
@@ -290,14 +387,112 @@ def _add(refused: list[str], what: str) -> None:
         refused.append(what)
 
 
+def allowed_functions(*, lake: bool) -> tuple[frozenset[str], frozenset[str]]:
+    """The functions a query may call: (scalar/aggregate/window/macro, table) names, lower
+    case. ``lake`` adds the lake's Parquet readers and DuckLake's read-only functions, in
+    both their forms (``ducklake_snapshots('lake')`` and ``lake.snapshots()``)."""
+    expressions, tables = _core_functions()
+    if lake:
+        unprefixed = {name.removeprefix("ducklake_") for name in _LAKE_READERS}
+        tables = tables | _LAKE_FILE_READERS | _LAKE_READERS | unprefixed
+    return expressions, tables
+
+
+@functools.cache
+def _core_functions() -> tuple[frozenset[str], frozenset[str]]:
+    """The allow-list from a plain DuckDB's catalogue (see _PURE_FUNCTIONS and _MACROS)."""
+    plain = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
+    try:
+        pure = {str(row[0]) for row in plain.execute(_PURE_FUNCTIONS).fetchall()}
+        expressions = (pure - _SQL_AS_DATA) | _UNNEST
+        listed = {
+            str(row[0])
+            for row in plain.execute(
+                "SELECT function_name FROM duckdb_functions() WHERE function_type = 'table'"
+            ).fetchall()
+        }
+        tables = set(_TABLE_FUNCTIONS & listed)
+        macros = _macro_calls(plain)
+    finally:
+        plain.close()
+    return _close_over_macros(expressions, tables, macros)
+
+
+def _macro_calls(
+    con: duckdb.DuckDBPyConnection,
+) -> dict[tuple[CallKind, str], set[tuple[CallKind, str]] | None]:
+    """Each macro, as it is called, with what its definitions call (None: not checkable)."""
+    calls: dict[tuple[CallKind, str], set[tuple[CallKind, str]] | None] = {}
+    for function_type, name, tree in con.execute(_MACROS).fetchall():
+        kind: CallKind = "table" if function_type == "table_macro" else "expression"
+        found = _walked(tree)
+        key = (kind, str(name).lower())
+        known = calls.get(key, set())
+        # overloads share a name: it is allowed only if every definition is
+        calls[key] = None if found is None or known is None else known | set(found.calls)
+    return calls
+
+
+def _close_over_macros(
+    expressions: set[str],
+    tables: set[str],
+    macros: dict[tuple[CallKind, str], set[tuple[CallKind, str]] | None],
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Add each macro all of whose calls are allowed, until no more can be (macros call
+    macros: array_append is list_append)."""
+    allowed = {"expression": expressions, "table": tables}
+    pending = dict(macros)
+    grew = True
+    while grew:
+        grew = False
+        for (kind, name), calls in list(pending.items()):
+            # a macro calling its own name (an overload, or current_query calling the
+            # function it wraps) waits for itself: refused, which fails closed
+            if calls is not None and all(n in allowed[k] for k, n in calls):
+                allowed[kind].add(name)
+                del pending[(kind, name)]
+                grew = True
+    return frozenset(expressions), frozenset(tables)
+
+
+def _refused_calls(found: _Found, *, lake: bool) -> list[str]:
+    expressions, tables = allowed_functions(lake=lake)
+    allowed = {"expression": expressions, "table": tables}
+    refused = list(found.catalogs)
+    for kind, name in found.calls:
+        if name not in allowed[kind]:
+            _add(refused, f"{name}()")
+    return refused
+
+
+def _function_refusals(
+    con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, *, lake: bool
+) -> list[str]:
+    """What in a reading statement is not on the allow-list: a function, or (on a lake) its
+    catalog database named as a table's catalog or schema."""
+    query = statement.query
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        found = _EXPLAIN.match(_LEADING_COMMENTS.sub("", query))
+        query = found["inner"] if found is not None else ""
+    tree = _parse_tree(con, query)
+    if tree is None:
+        # Every reading statement (PRAGMAs come expanded) serializes; one that does not
+        # cannot be checked, so it does not run.
+        return [_keyword(statement)]
+    return _refused_calls(tree, lake=lake)
+
+
 def check_statements(
     con: duckdb.DuckDBPyConnection, sql: str, *, lake: bool = False
 ) -> list[duckdb.Statement]:
-    """DuckDB's own parse of ``sql``, if every statement in it only reads; else SqlRefused.
+    """DuckDB's own parse of ``sql``, if every statement in it only reads and calls only
+    allowed functions; else SqlRefused.
 
     Parsing must happen on the confined connection: DuckDB expands IMPORT DATABASE and some
-    PRAGMAs while parsing, reading files. ``lake``: also refuse what reaches past a lake
-    (its catalog database, PostgreSQL, DuckLake functions that change it).
+    PRAGMAs while parsing, reading files. ``lake``: the allow-list of a lake, and its
+    catalog database is refused by name.
     """
     statements = con.extract_statements(sql)
     if not statements:
@@ -305,23 +500,27 @@ def check_statements(
     refused: list[str] = []
     for statement in statements:
         keyword = _refused_in(con, statement)
-        if keyword is not None and keyword not in refused:
-            refused.append(keyword)
+        if keyword is not None:
+            _add(refused, keyword)
     if refused:
         raise SqlRefused(
             f"{', '.join(refused)} refused: juryflow sql is read-only and confined to the "
             f"store; it runs {ALLOWED} (nothing ran)"
         )
-    if lake:
-        ducklake = _ducklake_functions(con)
-        for statement in statements:
-            for what in _lake_refusals(con, statement, ducklake):
-                _add(refused, what)
-    if refused:
+    for statement in statements:
+        for what in _function_refusals(con, statement, lake=lake):
+            _add(refused, what)
+    if refused and lake:
         raise SqlRefused(
             f"{', '.join(refused)} refused: juryflow sql reads a lake through its tables "
-            f"and views, not its catalog database or PostgreSQL; it runs {ALLOWED}, and of "
-            f"DuckLake's functions only {LAKE_FUNCTIONS} (nothing ran)"
+            f"and views, not its catalog database or PostgreSQL; it runs {ALLOWED}, calling "
+            f"{FUNCTIONS}, {LAKE_FILES}, and of DuckLake's functions only {LAKE_FUNCTIONS} "
+            "(nothing ran)"
+        )
+    if refused:
+        raise SqlRefused(
+            f"{', '.join(refused)} refused: juryflow sql reads the store through its tables "
+            f"and views; it runs {ALLOWED}, calling {FUNCTIONS} (nothing ran)"
         )
     return statements
 

@@ -430,3 +430,195 @@ def test_a_lake_that_does_not_exist_is_not_created(tmp_path: Path, extra: tuple[
     assert f"no DuckLake store at ducklake:{catalog} yet" in line
     assert "juryflow sql reads an existing lake" in line
     assert list(tmp_path.iterdir()) == []
+
+
+# -- issue 29: SQL carried as data, checkpoints --------------------------------------------
+
+
+def quoted(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def serialized(statement: str) -> str:
+    """``statement`` run through json_execute_serialized_sql, as the attacker did: the parse
+    tree of the outer query shows only a string."""
+    return f"SELECT * FROM json_execute_serialized_sql(json_serialize_sql({quoted(statement)}))"
+
+
+# What the attacker reached through json_execute_serialized_sql; {other} is a DSN of
+# another database on the catalog's server.
+ESCAPES = {
+    "the catalog server's files": (
+        "SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+        "'SELECT left(pg_read_file(''/etc/passwd''), 60) AS secret')"
+    ),
+    "the catalog server's password hashes": (
+        "SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+        "'SELECT usename, passwd FROM pg_shadow')"
+    ),
+    "the raw catalog tables": "SELECT * FROM __ducklake_metadata_lake.ducklake_snapshot",
+    "a DuckLake maintenance function": (
+        "SELECT * FROM ducklake_expire_snapshots('lake', dry_run => true, older_than => now())"
+    ),
+    "another database on the server": (
+        "SELECT * FROM postgres_scan('{other}', 'pg_catalog', 'pg_database')"
+    ),
+}
+
+# The exact query of the report: it printed the catalog server's /etc/passwd.
+REPORTED = (
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('SELECT * FROM "
+    "postgres_query(''__ducklake_metadata_lake'', ''SELECT left(pg_read_file(''''/etc/passwd''''"
+    "),60)'')'))"
+)
+
+
+def escape(name: str, pg_server: PgServer) -> str:
+    return ESCAPES[name].format(other=pg_server.dsn("postgres"))
+
+
+def leaked(result: subprocess.CompletedProcess[str]) -> bool:
+    """Did the output carry anything of the server's files or catalog?"""
+    shown = result.stdout + result.stderr
+    return any(mark in shown for mark in ("root:", "SCRAM-SHA", "md5", "template1"))
+
+
+@pytest.mark.parametrize("at_run", [False, True], ids=["now", "at-run"])
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_sql_carried_as_data_is_refused(
+    lake: Lake, pg_server: PgServer, name: str, at_run: bool
+) -> None:
+    extra = ("--at-run", lake.first_run) if at_run else ()
+    before = snapshot_count(lake)
+    result = sql(lake, serialized(escape(name, pg_server)), *extra)
+    line = refused_line(result)
+    assert "json_execute_serialized_sql()" in line.split(" refused")[0], line
+    assert "(nothing ran)" in line and "it runs SELECT" in line
+    assert not leaked(result)
+    assert snapshot_count(lake) == before
+    assert list(lake.cwd.iterdir()) == []
+
+
+def test_the_reported_escape_is_refused_from_the_command_line(lake: Lake) -> None:
+    for extra in ((), ("--at-run", lake.first_run)):
+        result = sql_process(lake, REPORTED, *extra)
+        line = refused_line(result)
+        assert line.startswith("error: json_execute_serialized_sql()"), line
+        assert not leaked(result)
+
+
+def data_files(lake: Lake) -> set[Path]:
+    return {path for path in lake.data.rglob("*") if path.is_file()}
+
+
+CHECKPOINTS = {
+    "checkpoint()": ("SELECT * FROM checkpoint()", "checkpoint() refused"),
+    "checkpoint of the lake": ("FROM checkpoint('lake')", "checkpoint() refused"),
+    "force_checkpoint": ("SELECT * FROM force_checkpoint('lake')", "force_checkpoint() refused"),
+    "in a subquery": ("SELECT (SELECT count(*) FROM checkpoint()) AS n", "checkpoint() refused"),
+    "carried as data": (
+        serialized("SELECT * FROM checkpoint()"),
+        "json_execute_serialized_sql(), json_serialize_sql() refused",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHECKPOINTS))
+def test_a_checkpoint_is_refused_and_writes_no_file(lake: Lake, name: str) -> None:
+    """A checkpoint flushed the lake's inlined rows to new Parquet files, then failed."""
+    statement, says = CHECKPOINTS[name]
+    before = data_files(lake)
+    line = refused_line(sql(lake, statement))
+    assert line.startswith(f"error: {says}: juryflow sql reads a lake"), line
+    assert data_files(lake) == before
+
+
+# Where DuckDB's catalogue says a function takes SQL (or a table's name) as data: by its
+# name, or by a macro's definition calling query()/query_table(). Queried, not listed, so
+# that a DuckDB or extension upgrade adding one is fuzzed too.
+SQL_TAKERS = r"""
+    SELECT DISTINCT function_name, function_type, len(parameters) AS arity
+    FROM duckdb_functions()
+    WHERE len(parameters) > 0
+      AND (regexp_matches(function_name, 'sql|query|execute|plan')
+           OR regexp_matches(coalesce(macro_definition, ''), '\bquery(_table)?\('))
+    ORDER BY ALL
+"""
+
+
+def sql_takers(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
+    return [(str(n), str(t), int(a)) for n, t, a in con.execute(SQL_TAKERS).fetchall()]
+
+
+def wrappings(function: str, kind: str, arity: int, statement: str) -> Iterator[str]:
+    """``statement`` handed to ``function`` every way it takes one: as text and serialized,
+    in each argument (the first also naming the lake's catalog database instead)."""
+    for payload in (quoted(statement), f"json_serialize_sql({quoted(statement)})"):
+        firsts = [payload, quoted("__ducklake_metadata_lake")] if arity > 1 else [payload]
+        for first in firsts:
+            call = f"{function}({', '.join([first] + [payload] * (arity - 1))})"
+            if kind == "pragma":
+                yield f"PRAGMA {call}"
+            elif kind in ("scalar", "macro", "aggregate"):
+                yield f"SELECT {call} AS x"
+            else:
+                yield f"SELECT * FROM {call}"
+
+
+def refused_statements(pg_server: PgServer) -> list[str]:
+    """Every statement the tests of this module show refused."""
+    statements = [statement for statement, _ in LAKE_ATTACKS.values()]
+    statements += [escape(name, pg_server) for name in ESCAPES]
+    statements += [serialized(escape(name, pg_server)) for name in ESCAPES]
+    statements += [statement for statement, _ in CHECKPOINTS.values()]
+    return [*statements, REPORTED]
+
+
+def test_every_refused_statement_stays_refused_inside_every_sql_taking_function(
+    lake: Lake, pg_server: PgServer
+) -> None:
+    from juryflow.storage.sql_guard import SqlRefused, check_statements
+
+    target = resolve_target(lake.db)
+    assert isinstance(target, LakeTarget)
+    with confined_connection(target) as con:
+        takers = sql_takers(con)
+        names = {name for name, _, _ in takers}
+        # what the report used, and what the catalogue must keep listing for this to fuzz
+        assert {"query", "query_table", "json_execute_serialized_sql"} <= names, names
+        assert {"postgres_query", "postgres_execute"} <= names, names
+        checked: set[str] = set()
+        for statement in refused_statements(pg_server):
+            for function, kind, arity in takers:
+                for wrapped in wrappings(function, kind, arity, statement):
+                    try:
+                        con.extract_statements(wrapped)
+                    except duckdb.Error:
+                        continue  # DuckDB cannot even parse it (a PRAGMA of bad JSON): no run
+                    with pytest.raises(SqlRefused) as refused:
+                        check_statements(con, wrapped, lake=True)
+                    if kind != "pragma":  # a PRAGMA is expanded: its statement is refused
+                        assert f"{function}()" in str(refused.value).split(" refused")[0]
+                    checked.add(function)
+    assert checked == names
+
+
+def test_the_lake_s_extensions_add_no_function_under_an_allowed_name(lake: Lake) -> None:
+    """The allow-list is read from a plain DuckDB; DuckLake and PostgreSQL, loaded on the
+    lake's connection, must not have added an overload (with side effects, say) to it."""
+    from juryflow.storage.sql_guard import allowed_functions
+
+    listing = "FROM duckdb_functions() SELECT DISTINCT function_type, function_name, parameters"
+    plain = duckdb.connect()
+    try:
+        core = {(t, n, str(p)) for t, n, p in plain.execute(listing).fetchall()}
+    finally:
+        plain.close()
+    target = resolve_target(lake.db)
+    assert isinstance(target, LakeTarget)
+    with confined_connection(target) as con:
+        added = {(t, n, str(p)) for t, n, p in con.execute(listing).fetchall()} - core
+    assert {name for _, name, _ in added} >= {"postgres_query", "ducklake_snapshots"}
+    expressions, tables = allowed_functions(lake=False)
+    assert not {name for _, name, _ in added} & (expressions | tables)

@@ -175,9 +175,11 @@ def test_a_statement_that_writes_attaches_or_configures_is_refused(scene: Scene,
 
 @pytest.mark.parametrize("name", list(FILE_READS))
 def test_reading_a_file_other_than_the_store_is_refused(scene: Scene, name: str) -> None:
+    """Refused by name before anything runs; DuckDB's sandbox refuses them too (below)."""
     result = sql(scene, FILE_READS[name])
     line = assert_refused_cleanly(scene, result)
-    assert "reads only the store; file, network and extension access is off" in line
+    assert line.startswith(f"error: {name}() refused: juryflow sql reads the store"), line
+    assert "(nothing ran)" in line
     assert "root:" not in result.stderr
 
 
@@ -307,3 +309,117 @@ def test_the_statement_check_uses_duckdbs_parser(scene: Scene) -> None:
             check_statements(con, "/* hidden */ EXPLAIN (FORMAT json) COPY judgments TO 'x'")
         with pytest.raises(SqlRefused, match="CREATE refused"):
             check_statements(con, "PIVOT judgments ON judge_id")  # creates a type first
+
+
+# -- the allow-list of functions (issue 29) -------------------------------------------------
+
+# What a reader writes: operators, casts, dates, lists and lambdas, structs, JSON, regular
+# expressions, aggregates, window functions, DuckDB's macros (list_sum, split_part, ...),
+# row generators and the catalogue.
+READER_QUERY = """
+WITH s AS (
+    SELECT judge_id, score, item_id,
+           row_number() OVER (PARTITION BY judge_id ORDER BY score DESC NULLS LAST) AS rn,
+           lag(score) OVER (ORDER BY item_id) AS prev
+    FROM judgments
+)
+SELECT judge_id,
+       count(*) AS n, avg(score)::DECIMAL(6, 3) AS mean, median(score) AS med,
+       quantile_cont(score, [0.25, 0.75]) AS q, string_agg(DISTINCT item_id[:3], ',') AS ids,
+       list_sum(list_transform([1, 2, 3], x -> x * 2)) AS l, split_part('a,b', ',', 2) AS p,
+       {'k': judge_id}.k AS st, regexp_matches(judge_id, '^[a-z]+$') AS re,
+       json_extract('{"a": 1}', '$.a')::INT AS js, strftime(DATE '2026-01-02', '%Y') AS y,
+       coalesce(max(prev), 0) AS mp, histogram(rn < 3) AS h,
+       (SELECT count(*) FROM range(3)) AS r,
+       (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'judgments') AS t,
+       (SELECT count(*) FROM generate_series(1, 2), unnest([1]) AS u(v)) AS g
+FROM s GROUP BY ALL ORDER BY ALL
+"""
+
+
+def test_what_a_reader_writes_runs(scene: Scene) -> None:
+    rows = csv_rows(scene, READER_QUERY)
+    assert rows[0][:3] == ["judge_id", "n", "mean"]
+    assert [r[0] for r in rows[1:]] == ["content", "names", "numbers"]
+    assert all(r[1] == "60" and r[6] == "12" and r[7] == "b" for r in rows[1:])
+
+
+def test_the_allowed_functions_come_from_duckdbs_catalogue() -> None:
+    from juryflow.storage.sql_guard import allowed_functions
+
+    expressions, tables = allowed_functions(lake=False)
+    # scalars, aggregates, window functions and macros built only of them
+    assert {"sum", "row_number", "strftime", "list_sum", "split_part", "histogram"} <= expressions
+    # side effects, SQL carried as data, and a macro built on a side effect
+    refused = {"sleep_ms", "write_log", "nextval", "json_serialize_plan", "json_serialize_sql"}
+    assert not (refused | {"pg_sleep", "query", "read_text"}) & expressions
+    assert {"range", "generate_series", "unnest", "duckdb_tables", "pragma_table_info"} <= tables
+    refused = {"read_text", "read_csv", "glob", "query", "query_table", "checkpoint"}
+    refused |= {"json_execute_serialized_sql", "duckdb_secrets", "read_parquet", "histogram"}
+    assert not refused & tables
+    _, lake_tables = allowed_functions(lake=True)
+    assert {"read_parquet", "ducklake_snapshots", "snapshots"} <= lake_tables
+    assert not {"ducklake_expire_snapshots", "set_commit_message", "checkpoint"} & lake_tables
+
+
+def test_every_view_duckdb_itself_defines_calls_only_allowed_functions(scene: Scene) -> None:
+    """A query may name DuckDB's own views (duckdb_tables, information_schema.columns, ...),
+    whose definitions the statement check does not see."""
+    from juryflow.storage.sql_guard import allowed_functions, calls_in
+
+    expressions, tables = allowed_functions(lake=False)
+    with confined_connection(scene.db) as con:
+        views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE internal").fetchall()
+        assert len(views) > 20
+        for name, definition in views:
+            body = str(definition).split(" AS ", 1)[1]
+            called = calls_in(con, body)
+            assert called is not None, name
+            assert {n for kind, n in called if kind == "table"} <= tables, name
+            assert {n for kind, n in called if kind == "expression"} <= expressions, name
+
+
+SQL_TAKERS = r"""
+    SELECT DISTINCT function_name, function_type, len(parameters) AS arity
+    FROM duckdb_functions()
+    WHERE len(parameters) > 0
+      AND (regexp_matches(function_name, 'sql|query|execute|plan')
+           OR regexp_matches(coalesce(macro_definition, ''), '\bquery(_table)?\('))
+    ORDER BY ALL
+"""
+
+
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def test_every_refused_statement_stays_refused_inside_every_sql_taking_function(
+    scene: Scene,
+) -> None:
+    """Each attack of this module, handed as data to each function DuckDB lists as taking
+    SQL or a table's name (queried, so that an upgrade adding one is covered)."""
+    statements = list(attacks(scene).values()) + list(FILE_READS.values())
+    with confined_connection(scene.db) as con:
+        takers = [(str(n), str(t), int(a)) for n, t, a in con.execute(SQL_TAKERS).fetchall()]
+        names = {name for name, _, _ in takers}
+        assert {"query", "query_table", "json_execute_serialized_sql"} <= names, names
+        checked: set[str] = set()
+        for statement in statements:
+            for function, kind, arity in takers:
+                for payload in (quoted(statement), f"json_serialize_sql({quoted(statement)})"):
+                    call = f"{function}({', '.join([payload] * arity)})"
+                    wrapped = {
+                        "pragma": f"PRAGMA {call}",
+                        "scalar": f"SELECT {call} AS x",
+                        "macro": f"SELECT {call} AS x",
+                    }.get(kind, f"SELECT * FROM {call}")
+                    try:
+                        con.extract_statements(wrapped)
+                    except duckdb.Error:
+                        continue  # DuckDB cannot even parse it (a PRAGMA of bad JSON): no run
+                    with pytest.raises(SqlRefused) as refused:
+                        check_statements(con, wrapped)
+                    if kind != "pragma":  # a PRAGMA is expanded: its statement is refused
+                        assert f"{function}()" in str(refused.value).split(" refused")[0]
+                    checked.add(function)
+    assert checked == names
