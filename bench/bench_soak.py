@@ -8,7 +8,13 @@ Prefect server) is taken through four segments:
    lock deadline, shortened here to ``--lock-wait`` seconds), then SIGTERM (what a Prefect
    worker sends to cancel);
 3. ``--resume``, then SIGKILL;
-4. ``--resume`` to the end.
+4. ``--resume``, then Ctrl-C 1, 3 and 6 s after it starts (start-up: the ephemeral server,
+   the flow starting, planning), each a segment of its own;
+5. ``--resume``, then its store file deleted (the next ``--resume`` rebuilds it from the
+   run's journal);
+6. as root, the store's disk (a tmpfs of its own) shrunk to just what it holds, so that the
+   ``--resume`` fills it, then grown again;
+7. ``--resume`` to the end.
 
 The stand-in answers with 429s, 500s, hangs (past the judges' timeout) and malformed
 output. Figures printed:
@@ -37,6 +43,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +87,8 @@ class Segment:
     """Answers the stand-in completed during the segment."""
     pairs_done: int = 0
     """(item, judge) pairs the segment added to the store and journal."""
+    last_line: str = ""
+    tracebacks: int = 0
 
     @property
     def repeated(self) -> int:
@@ -131,8 +140,11 @@ def run_segment(
     stop_at_ok: int | None,
     send: signal.Signals | None,
     during: threading.Event | None = None,
+    at_seconds: float | None = None,
+    damage: Callable[[], None] | None = None,
 ) -> None:
-    """Run one segment; once the stand-in has answered ``stop_at_ok`` calls, send ``send``."""
+    """Run one segment; once the stand-in has answered ``stop_at_ok`` calls (or
+    ``at_seconds`` after the start), send ``send``, or do ``damage`` to the store."""
     started = time.monotonic()
     ok_before = ok_calls(stats)
     pairs_before = answered_pairs(db)
@@ -154,15 +166,20 @@ def run_segment(
     while child.poll() is None:
         for process in descendants(child.pid):
             seen.setdefault(process.pid, process)  # type: ignore[attr-defined]
-        if send is not None and stop_at_ok is not None and ok_calls(stats) >= stop_at_ok:
+        due = (stop_at_ok is not None and ok_calls(stats) >= stop_at_ok) or (
+            at_seconds is not None and time.monotonic() - started >= at_seconds
+        )
+        if (send is not None or damage is not None) and due:
             if during is not None and not during.is_set():
                 time.sleep(0.2)
                 continue
             segment.in_flight_at_signal = stats.snapshot()["in_flight"]  # type: ignore[attr-defined]
             sent = time.monotonic()
-            if send == signal.SIGINT:
+            if damage is not None:
+                damage()
+            elif send == signal.SIGINT:
                 os.killpg(child.pid, send)
-            else:
+            elif send is not None:
                 child.send_signal(send)
             at_stop: int | None = None
             while child.poll() is None or at_stop is None:
@@ -175,15 +192,17 @@ def run_segment(
                 segment.seconds_to_exit = time.monotonic() - sent
             segment.calls_after_stop = stats.requests() - at_stop  # type: ignore[attr-defined]
             break
-        time.sleep(0.2)
+        time.sleep(0.02 if at_seconds is not None else 0.2)
     child.wait()
     reader.join(timeout=10)
     segment.exit_code = child.returncode
     segment.wall = time.monotonic() - started
     text = "".join(stderr_chunks)
     segment.stderr_lines = len(text.strip().splitlines())
+    segment.last_line = text.strip().splitlines()[-1] if text.strip() else ""
+    segment.tracebacks = text.count("Traceback")
     segment.waiting_notices = text.count("waiting for the store")
-    if segment.exit_code not in (0, 130, 143, -9):
+    if segment.exit_code not in (0, 2, 130, 143, -9):
         print(f"  {segment.name}: unexpected exit {segment.exit_code}\n{text[-2000:]}")
     segment.ok_answers = ok_calls(stats) - ok_before
     segment.pairs_done = answered_pairs(db) - pairs_before
@@ -235,7 +254,8 @@ def main() -> None:
 
     # Cycled rows repeat prompts: --no-cache below keeps every pair a real call.
     dataset = synth_dataset(tmp / "items.jsonl", args.items)
-    db = tmp / "soak.duckdb"
+    disk = own_disk(tmp / "disk")
+    db = (disk or tmp) / "soak.duckdb"
     pairs = args.items * len(JUDGES)
     config = StubConfig(
         latency_ms=args.latency_ms,
@@ -297,6 +317,23 @@ def main() -> None:
         run_segment(kill, db, resume, env, stub.stats, int(pairs * 0.70), signal.SIGKILL)
         segments.append(kill)
 
+        for delay in (1.0, 3.0, 6.0):
+            early = Segment(f"Ctrl-C {delay:g} s into start-up")
+            run_segment(early, db, resume, env, stub.stats, None, signal.SIGINT, at_seconds=delay)
+            segments.append(early)
+
+        deleted = Segment("store file deleted")
+        at = ok_calls(stub.stats) + int(pairs * 0.05)
+        run_segment(deleted, db, resume, env, stub.stats, at, None, damage=db.unlink)
+        segments.append(deleted)
+
+        if disk is not None:
+            full = Segment("disk full")
+            at = ok_calls(stub.stats) + int(pairs * 0.02)
+            run_segment(full, db, resume, env, stub.stats, at, None, damage=lambda: fill(disk))
+            segments.append(full)
+            resize(disk, "2g")
+
         finish = Segment("--resume to the end")
         run_segment(finish, db, resume, env, stub.stats, None, None)
         segments.append(finish)
@@ -331,6 +368,8 @@ def main() -> None:
         exit_text = f"exit {s.exit_code}"
         if s.seconds_to_exit is not None:
             exit_text += f" {s.seconds_to_exit:.1f} s after the signal"
+        if s.exit_code == 2:
+            exit_text += f" ({s.tracebacks} tracebacks; last line: {s.last_line[:90]}...)"
         print(
             f"  {s.name}: {exit_text}; in flight at the signal {s.in_flight_at_signal}; "
             f"calls > 2 s after it {s.calls_after_stop}; answers {s.ok_answers:,} for "
@@ -361,6 +400,35 @@ def main() -> None:
     print(f"stand-in outcomes: {dict(sorted(snapshot['by_outcome'].items()))}")
     print(f"processes left over: {len(left)} {left if left else ''}")
     print(f"wall: {wall:.0f} s")
+    if disk is not None:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def own_disk(where: Path) -> Path | None:
+    """A tmpfs of its own for the store, so that its disk can fill; None unless root."""
+    if os.geteuid() != 0:
+        print("not root: the disk-full segment is left out")
+        return None
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        print(f"no tmpfs ({mounted.stderr.decode().strip()}): the disk-full segment is left out")
+        where.rmdir()
+        return None
+    return where
+
+
+def resize(disk: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Shrink the tmpfs to what it holds now and a little: the next writes find it full."""
+    used = os.statvfs(disk)
+    held = (used.f_blocks - used.f_bfree) * used.f_frsize
+    resize(disk, f"{held // 1024 + 512}k")
 
 
 if __name__ == "__main__":

@@ -212,8 +212,14 @@ def test_ctrl_c_stops_calls_marks_the_run_interrupted_and_resume_finishes(
         # only the calls that had not completed are made again
         assert stub.stats.requests() - calls_before_resume == ITEMS * len(JUDGES) - len(done)
 
+    assert_completed_exactly(db, run_id)
+
+
+def assert_completed_exactly(db: Path, run_id: str) -> None:
+    """The run is completed with every (item, judge) pair once and every item's consensus."""
     store = Store(db)
-    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "completed", run
     _, rows = store.query(
         "SELECT count(*), count(DISTINCT (item_id, judge_id)) FROM judgments WHERE run_id = ?",
         [run_id],

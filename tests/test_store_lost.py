@@ -21,7 +21,14 @@ import pytest
 from juryflow.standin.server import StubHandle
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.store import Store
-from tests.test_interrupts import ITEMS, JUDGES, slow_stub, start_run, wait_for_judgments
+from tests.test_interrupts import (
+    ITEMS,
+    JUDGES,
+    assert_completed_exactly,
+    slow_stub,
+    start_run,
+    wait_for_judgments,
+)
 from tests.test_resume import child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
@@ -55,16 +62,7 @@ def _resume_completes(stub: StubHandle, db: Path, run_id: str) -> subprocess.Com
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # nothing the journal (or the store) held is asked for again
     assert stub.stats.requests() - before == ITEMS * len(JUDGES) - len(journaled | stored)
-    store = Store(db)
-    run = store.get_run(run_id)
-    assert run is not None and run.status == "completed", run
-    _, rows = store.query(
-        "SELECT count(*), count(DISTINCT (item_id, judge_id)) FROM judgments WHERE run_id = ?",
-        [run_id],
-    )
-    assert rows == [(ITEMS * len(JUDGES), ITEMS * len(JUDGES))]
-    _, rows = store.query("SELECT count(*) FROM consensus WHERE run_id = ?", [run_id])
-    assert rows == [(ITEMS,)]
+    assert_completed_exactly(db, run_id)
     return resumed
 
 
