@@ -4,7 +4,8 @@ Three layers, because each alone has a gap:
 
 - the connection (:func:`confined_connection`) is the store opened read-only with DuckDB's
   own sandbox switched on and locked: no file or network access beyond the store's own
-  files, no extension install or load, no setting that could undo it;
+  files, no extension install or load, no setting that could undo it; and none of those
+  own files may be a link to another;
 - the statements (:func:`check_statements`) are parsed by DuckDB itself and only reading
   kinds are let through, so that ATTACH/USE/DETACH chains, COPY, EXPORT, SET or temporary
   objects are refused with a message before anything runs;
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -68,6 +70,8 @@ _EXPECTED = {
     "autoload_known_extensions": "false",
     "allowed_directories": "[]",
 }
+# The names DuckDB gives a database's own files; a confined connection may read them all.
+_OWN_SUFFIXES = ("", ".wal", ".wal.checkpoint", ".wal.recovery")
 
 # What a lake adds. DuckLake's functions that only describe the lake; the others change it
 # (expire, merge, set_commit_message, ...). ``lake.snapshots()`` is ducklake_snapshots.
@@ -190,7 +194,8 @@ class SqlRefused(ValueError):
 
 
 class SqlConfinementError(RuntimeError):
-    """DuckDB did not take a confinement setting: refuse to run anything rather than guess."""
+    """The store cannot be confined (DuckDB did not take a setting, or a link sits among
+    its own files): refuse to run anything rather than guess."""
 
 
 class SnapshotExpiredError(StoreError):
@@ -214,6 +219,7 @@ def confined_connection(
             )
         with connect(target, read_only=True) as con:
             _confine(con, [], _EXPECTED)
+            _check_own_files(con, target)
             yield con
         return
     con = _open_lake_at(target, snapshot)
@@ -229,6 +235,7 @@ def confined_connection(
         # DuckDB shows a directory without quotes, an s3:// prefix (httpfs) with them
         shown = f"['{directory}']" if is_remote(directory) else f"[{directory}]"
         _confine(con, [directory], {**_EXPECTED, "allowed_directories": shown})
+        _check_own_files(con, Path(target.catalog) if target.kind == "duckdb" else None)
         yield con
     finally:
         con.close()
@@ -279,6 +286,40 @@ def _confine(
             f"DuckDB {duckdb.__version__} did not apply {', '.join(sorted(wrong))}; "
             "juryflow sql will not run unconfined (report this with your DuckDB version)"
         )
+
+
+def _check_own_files(con: duckdb.DuckDBPyConnection, database: Path | None) -> None:
+    """Refuse a store among whose own files, which DuckDB lets a confined query read,
+    there is a link or a file that is not the store's.
+
+    DuckDB lists each attached database's file and WAL names in allowed_paths, resolved
+    through links: a link planted at ``<store>.wal.recovery`` would make its target
+    readable. ``database``: the store's DuckDB file (a lake's DuckDB catalog), or None
+    when it has none (a PostgreSQL catalog: nothing may exist at the names DuckDB lists).
+    """
+    own = _own_files(database) if database is not None else frozenset()
+    for path in sorted(own):
+        if path.is_symlink():
+            raise SqlConfinementError(
+                f"{path} is a symbolic link, and juryflow sql lets queries read the store's "
+                "own files: a link there would expose another file; remove it (a store's "
+                "files are never links)"
+            )
+    row = con.execute("SELECT current_setting('allowed_paths')").fetchone()
+    for listed in row[0] if row is not None and row[0] else ():
+        path = Path(str(listed))
+        if os.path.lexists(path) and path not in own:
+            raise SqlConfinementError(
+                f"DuckDB would let queries read {path} as one of the store's own files; "
+                "juryflow sql will not open the store while it is there: remove the link "
+                "beside the store that leads to it"
+            )
+
+
+def _own_files(database: Path) -> frozenset[Path]:
+    # DuckDB resolves the store's path (it may itself be a link) before naming its WAL files
+    real = database.resolve()
+    return frozenset(real.with_name(real.name + suffix) for suffix in _OWN_SUFFIXES)
 
 
 def _literal(value: object) -> str:

@@ -23,7 +23,12 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.storage.sql_guard import SqlRefused, check_statements, confined_connection
+from juryflow.storage.sql_guard import (
+    SqlConfinementError,
+    SqlRefused,
+    check_statements,
+    confined_connection,
+)
 from tests.conftest import REPO, SAMPLE
 
 
@@ -423,3 +428,79 @@ def test_every_refused_statement_stays_refused_inside_every_sql_taking_function(
                         assert f"{function}()" in str(refused.value).split(" refused")[0]
                     checked.add(function)
     assert checked == names
+
+
+# -- a link beside the store (issue 29) -----------------------------------------------------
+
+WAL_FILES = (".wal", ".wal.checkpoint", ".wal.recovery")
+
+
+@pytest.fixture
+def linked(scene: Scene, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A copy of the store with ``<store>.wal.recovery`` a link to a secret outside it."""
+    store = tmp_path / "store" / "linked.duckdb"
+    store.parent.mkdir()
+    store.write_bytes(scene.db.read_bytes())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top-secret,42\n")
+    link = store.with_name(store.name + ".wal.recovery")
+    link.symlink_to(secret)
+    yield store, link
+
+
+@pytest.mark.parametrize(
+    "reader",
+    [
+        "SELECT * FROM read_text('{link}')",
+        "SELECT * FROM read_csv('{link}', header = false)",
+        "SELECT * FROM read_blob('{link}')",
+        "SELECT * FROM read_json_objects('{link}')",
+    ],
+)
+def test_a_link_planted_beside_the_store_is_not_read(
+    scene: Scene, linked: tuple[Path, Path], reader: str
+) -> None:
+    """DuckDB lists the store's WAL names in allowed_paths; one may be a planted link."""
+    store, link = linked
+    result = sql(scene, reader.format(link=link), db=store)
+    line = assert_refused_cleanly(scene, result)
+    assert "top-secret" not in result.stdout + result.stderr
+    assert str(link) in line and "remove it" in line, line
+
+
+def test_the_connection_refuses_a_store_with_a_linked_wal_file(linked: tuple[Path, Path]) -> None:
+    """Defence in depth: confined_connection itself, without the statement check."""
+    store, link = linked
+    with (
+        pytest.raises(SqlConfinementError, match="symbolic link") as refused,
+        confined_connection(store) as con,
+    ):
+        con.execute(f"SELECT * FROM read_text('{link}')").fetchall()
+    assert str(link) in str(refused.value)
+    link.unlink()
+    for name in WAL_FILES:  # the same for each of the store's own names DuckDB lists
+        other = store.with_name(store.name + name)
+        other.symlink_to(store.parent.parent / "secret.txt")
+        with (
+            pytest.raises(SqlConfinementError, match="symbolic link"),
+            confined_connection(store),
+        ):
+            pass
+        other.unlink()
+    with confined_connection(store) as con:  # and without one the store opens
+        assert con.execute("SELECT count(*) FROM judgments").fetchone() == (180,)
+
+
+def test_a_link_planted_after_opening_is_refused_by_the_statement_check(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """The link may appear once the connection is open: no query may read files at all."""
+    store = tmp_path / "late.duckdb"
+    store.write_bytes(scene.db.read_bytes())
+    (tmp_path / "secret.txt").write_text("top-secret\n")
+    with confined_connection(store) as con:
+        link = store.with_name(store.name + ".wal.recovery")
+        link.symlink_to(tmp_path / "secret.txt")
+        for function in ("read_text", "read_csv", "read_blob", "glob"):
+            with pytest.raises(SqlRefused, match=f"{function}\\(\\) refused"):
+                check_statements(con, f"SELECT * FROM {function}('{link}')")
