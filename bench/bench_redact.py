@@ -1,0 +1,135 @@
+"""Time redact_text on long model answers, ordinary and adversarial (issue 29, point 7).
+
+For each shape and size (1 M, 10 M, 30 M characters by default) it prints the best time of
+``--repeats`` runs of ``redact_text`` and, per shape, the growth: time per character at the
+largest size over time per character at the smallest, ~1 for linear (a quadratic pass
+would give 30). Before issue 29 the adversarial shapes took 4.8 s at 60,000 characters and
+never finished at 250,000. Target: 30 M characters in under a second.
+
+Shapes: ``prose`` (the bundled sample's responses, cycled), ``prose+secrets`` (the same
+with a URL carrying a key, an ``X-Api-Key`` header line, a Bearer token and an ``sk-`` key
+every 10,000 characters, so that every pass runs over the whole text), ``json answer``
+(the seed spans prompt's answer shape, cycled) and the adversarial runs that made the old
+patterns rescan: letters, ``x-x-x-``, ``x-keykey``, ``sk-sk-sk-``, ``a=a=a`` in a URL query,
+a URL path without ``=``, quotes, ``Basic Basic``, spaces.
+
+Run: .venv/bin/python bench/bench_redact.py [--sizes 1000000,10000000,30000000] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from juryflow.judges.redact import redact_text
+
+TARGET_SECONDS = 1.0
+TARGET_SIZE = 30_000_000
+SECRET = "sk-proj-Zq7x31c4a9b8c7d6e5f4"
+
+
+def _sample_prose() -> str:
+    path = Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
+    with path.open(encoding="utf-8") as rows:
+        return "\n\n".join(json.loads(row)["response"] for row in rows)
+
+
+def _json_answer() -> str:
+    answer = {
+        "reasoning": {
+            "content_analysis": "The response describes the restaurant's hours and parking.",
+            "reference_comparison": "Hours match; the reference lists no valet parking.",
+            "hallucination_identification": "Valet parking is not in the reference.",
+            "span_extraction": "The span names the valet service.",
+            "final_verdict": "One unsupported claim.",
+        },
+        "hallucination_list": ["offers valet parking", "open until midnight"],
+    }
+    return json.dumps(answer, indent=2) + "\n"
+
+
+def _with_secrets(unit: str) -> str:
+    lines = (
+        f" See https://api.example.com/v1?api_key={SECRET}&page=2 for details.\n"
+        f"X-Api-Key: {SECRET}\nAuthorization: Bearer {SECRET}\nkey {SECRET}\n"
+    )
+    return unit + lines
+
+
+def _cycled(unit: str) -> Callable[[int], str]:
+    return lambda n: (unit * (n // len(unit) + 1))[:n]
+
+
+def shapes() -> dict[str, Callable[[int], str]]:
+    prose = _sample_prose()
+    return {
+        "prose": _cycled(prose),
+        "prose+secrets": _cycled(_with_secrets(prose[:10_000])),
+        "json answer": _cycled(_json_answer()),
+        "letters": _cycled("a"),
+        "x-x-x-": _cycled("x-"),
+        "x-keykey": lambda n: "x-" + _cycled("key")(n - 2),
+        "sk-sk-sk-": _cycled("sk-"),
+        "a=a=a in a query": lambda n: "https://h/?" + _cycled("a=")(n - 11),
+        "URL without =": lambda n: "https://h/" + _cycled("a/")(n - 10),
+        "quotes": _cycled('"'),
+        "Basic Basic": _cycled("Basic "),
+        "spaces": _cycled(" "),
+    }
+
+
+def best_seconds(run: Callable[[], object], repeats: int) -> float:
+    """Best wall time of ``repeats`` runs: the one least disturbed by other processes."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def growth(seconds: list[float], sizes: list[int]) -> float:
+    """Time per character at the last size over time per character at the first."""
+    if not seconds[0]:
+        return float("nan")
+    return (seconds[-1] / sizes[-1]) / (seconds[0] / sizes[0])
+
+
+def row(name: str, cells: list[str], last: str = "") -> str:
+    return f"{name:20}" + "".join(f"{cell:>14}" for cell in cells) + last
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000,30000000")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    print(f"redact_text, best of {args.repeats} runs, seconds by size in characters")
+    print(row("shape", [f"{size:,}" for size in sizes], "   growth (s/char, last / first)"))
+    slowest: dict[int, float] = {}
+    for name, make in shapes().items():
+        seconds = []
+        for size in sizes:
+            text = make(size)
+            seconds.append(best_seconds(lambda text=text: redact_text(text), args.repeats))
+            slowest[size] = max(slowest.get(size, 0.0), seconds[-1])
+            del text
+        cells = [f"{s:.3f}s" for s in seconds]
+        print(row(name, cells, f"   {growth(seconds, sizes):.2f}"), flush=True)
+    if TARGET_SIZE in slowest:
+        verdict = "met" if slowest[TARGET_SIZE] < TARGET_SECONDS else "MISSED"
+        print(
+            f"slowest shape at {TARGET_SIZE:,} characters: {slowest[TARGET_SIZE]:.3f} s "
+            f"(target < {TARGET_SECONDS:g} s: {verdict})"
+        )
+
+
+if __name__ == "__main__":
+    main()
