@@ -23,7 +23,8 @@ the lake attached read-only and its data directory the one place files may be op
 (DuckDB's sandbox does not tell reading from writing there: keeping COPY, ATTACH and
 checkpoints out of it is the statement check's job alone). Its catalog database is attached
 beside it (``__ducklake_metadata_lake``): naming it is refused too. ``snapshot`` reads the
-lake as it was at a DuckLake snapshot (``juryflow sql --at-run``).
+lake as it was at a DuckLake snapshot (``juryflow sql --at-run``). A query runs for at most
+``timeout`` seconds (``juryflow sql --timeout``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ import functools
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal
 
 import duckdb
@@ -48,6 +51,7 @@ ALLOWED = (
     "SELECT/WITH/FROM queries, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and read-only PRAGMAs "
     "(table_info, show_tables, database_size, ...)"
 )
+DEFAULT_TIMEOUT_SECONDS = 300.0
 
 # Order matters. temp_directory goes first: once external access is off DuckDB lists the
 # temp directory in allowed_directories, and spilling is not worth a writable directory.
@@ -196,6 +200,17 @@ class SqlRefused(ValueError):
 class SqlConfinementError(RuntimeError):
     """The store cannot be confined (DuckDB did not take a setting, or a link sits among
     its own files): refuse to run anything rather than guess."""
+
+
+class QueryTimeoutError(RuntimeError):
+    """The query ran past ``juryflow sql --timeout`` and was interrupted."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"the query ran longer than {seconds:g} s and was stopped; pass --timeout SECONDS "
+            "to give it longer, or narrow it (a WHERE on run_id, a LIMIT)"
+        )
+        self.seconds = seconds
 
 
 class SnapshotExpiredError(StoreError):
@@ -566,25 +581,68 @@ def check_statements(
     return statements
 
 
+class _Deadline:
+    """Interrupts a connection's query from a timer thread once ``seconds`` have passed;
+    the interrupted query then raises QueryTimeoutError."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        self._con = con
+        self._seconds = seconds
+        self._lock = threading.Lock()
+        self._expired = False
+        self._over = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def _expire(self) -> None:
+        # under the lock: the connection must not be interrupted once the query is over
+        # (it is closed next)
+        with self._lock:
+            if not self._over:
+                self._expired = True
+                self._con.interrupt()
+
+    def __enter__(self) -> None:
+        self._timer.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        with self._lock:
+            self._over = True
+        self._timer.cancel()
+        if isinstance(error, duckdb.InterruptException) and self._expired:
+            raise QueryTimeoutError(self._seconds) from None
+
+
 def run_confined(
-    target: Path | LakeTarget, sql: str, *, snapshot: int | None = None
+    target: Path | LakeTarget,
+    sql: str,
+    *,
+    snapshot: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and rows of the last statement of ``sql``, run confined; on a lake at
-    ``snapshot`` if given (every table and view then reads the past).
+    ``snapshot`` if given (every table and view then reads the past); stopped after
+    ``timeout`` seconds.
 
-    Raises SqlRefused, SqlConfinementError, StoreError (missing or locked store;
-    SnapshotExpiredError) or duckdb.Error (the SQL itself is wrong, or DuckDB's sandbox
-    refused a file).
+    Raises SqlRefused, SqlConfinementError, QueryTimeoutError, StoreError (missing or
+    locked store; SnapshotExpiredError) or duckdb.Error (the SQL itself is wrong, or
+    DuckDB's sandbox refused a file).
     """
     with confined_connection(target, snapshot=snapshot) as con:
         lake = not isinstance(target, Path)
         statements: Sequence[duckdb.Statement] = check_statements(con, sql, lake=lake)
         cursor: duckdb.DuckDBPyConnection | None = None
-        for statement in statements:
-            cursor = con.execute(statement)
-        assert cursor is not None  # check_statements refuses an empty list
-        columns = [d[0] for d in cursor.description or ()]
-        return columns, cursor.fetchall()
+        with _Deadline(con, timeout):
+            for statement in statements:
+                cursor = con.execute(statement)
+            assert cursor is not None  # check_statements refuses an empty list
+            columns = [d[0] for d in cursor.description or ()]
+            return columns, cursor.fetchall()
 
 
 class AtRunError(StoreError):

@@ -622,3 +622,15 @@ def test_the_lake_s_extensions_add_no_function_under_an_allowed_name(lake: Lake)
     assert {name for _, name, _ in added} >= {"postgres_query", "ducklake_snapshots"}
     expressions, tables = allowed_functions(lake=False)
     assert not {name for _, name, _ in added} & (expressions | tables)
+
+
+# -- --timeout (issue 29) -------------------------------------------------------------------
+
+# A join of 10^12 rows: it cannot finish within any timeout a test would use.
+ENDLESS = "SELECT count(*) FROM range(1000000) a, range(1000000) b WHERE a.range + b.range < 0"
+
+
+def test_a_query_longer_than_timeout_is_stopped(lake: Lake) -> None:
+    line = refused_line(sql_process(lake, ENDLESS, "--timeout", "1"))
+    assert line.startswith("error: the query ran longer than 1 s"), line
+    assert "--timeout" in line.split("1 s", 1)[1]

@@ -504,3 +504,22 @@ def test_a_link_planted_after_opening_is_refused_by_the_statement_check(
         for function in ("read_text", "read_csv", "read_blob", "glob"):
             with pytest.raises(SqlRefused, match=f"{function}\\(\\) refused"):
                 check_statements(con, f"SELECT * FROM {function}('{link}')")
+
+
+# -- --timeout (issue 29) -------------------------------------------------------------------
+
+# A join of 10^12 rows: it cannot finish within any timeout a test would use.
+ENDLESS = "SELECT count(*) FROM range(1000000) a, range(1000000) b WHERE a.range + b.range < 0"
+
+
+def test_a_query_longer_than_timeout_is_stopped(scene: Scene) -> None:
+    result = sql(scene, ENDLESS, "--timeout", "1")
+    line = assert_refused_cleanly(scene, result)
+    assert line.startswith("error: the query ran longer than 1 s"), line
+    assert "--timeout" in line.split("1 s", 1)[1]
+
+
+def test_a_query_within_its_timeout_runs(scene: Scene) -> None:
+    result = sql(scene, "SELECT count(*) AS n FROM judgments", "--timeout", "60", "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["n", "180"]

@@ -356,6 +356,10 @@ def sql(
             help="Read a DuckLake store as it was when RUN (id or unique prefix) completed.",
         ),
     ] = None,
+    timeout: Annotated[
+        int,
+        typer.Option(min=1, metavar="SECONDS", help="Stop a query still running after this."),
+    ] = 300,
 ) -> None:
     """Query the store, read-only and confined to it: no other file, no extension, no SET."""
     import duckdb
@@ -363,6 +367,7 @@ def sql(
     from juryflow.storage.connection import StoreError, resolve_target
     from juryflow.storage.reads.run_queries import RunIdError
     from juryflow.storage.sql_guard import (
+        QueryTimeoutError,
         SnapshotExpiredError,
         SqlConfinementError,
         SqlRefused,
@@ -378,7 +383,7 @@ def sql(
         snapshot: int | None = None
         if at_run is not None:
             run_id, snapshot = run_snapshot(target, at_run)
-        columns, rows = run_confined(target, query, snapshot=snapshot)
+        columns, rows = run_confined(target, query, snapshot=snapshot, timeout=timeout)
     except SnapshotExpiredError as error:
         fail(
             f"run {run_id} finished at snapshot {error.snapshot}, which compaction has since "
@@ -386,7 +391,7 @@ def sql(
             "was then; query it as it is now, without --at-run"
         )
         return
-    except (SqlRefused, SqlConfinementError, StoreError, RunIdError) as error:
+    except (SqlRefused, SqlConfinementError, QueryTimeoutError, StoreError, RunIdError) as error:
         fail(f"--at-run: {error}" if isinstance(error, RunIdError) else str(error))
         return
     except duckdb.PermissionException as error:
