@@ -634,3 +634,52 @@ def test_a_query_longer_than_timeout_is_stopped(lake: Lake) -> None:
     line = refused_line(sql_process(lake, ENDLESS, "--timeout", "1"))
     assert line.startswith("error: the query ran longer than 1 s"), line
     assert "--timeout" in line.split("1 s", 1)[1]
+
+
+# -- the PostgreSQL role the README gives a reader --------------------------------------------
+
+
+def readme_reader_role() -> str:
+    """The ```sql block of the README's "The PostgreSQL role of a reader"."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("**The PostgreSQL role of a reader.**") :]
+    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+
+
+def psql(
+    pg_server: PgServer, user: str, database: str, script: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(pg_server.bindir / "psql"), "-h", pg_server.host, "-p", str(pg_server.port),
+         "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-f", "-"],
+        input=script, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_the_readme_s_reader_role_reads_the_lake_and_nothing_else(
+    lake: Lake, pg_server: PgServer
+) -> None:
+    database = lake.db.split("dbname=", 1)[1].split()[0]
+    reader = f"juryflow_reader_{os.getpid()}"
+    script = (
+        readme_reader_role()
+        .replace("juryflow_reader", reader)
+        .replace("juryflow_writer", pg_server.user)  # who created the lake's tables
+        .replace("juryflow_lake", database)
+    )
+    created = psql(pg_server, pg_server.user, database, script)
+    assert created.returncode == 0, created.stderr
+    as_reader = replace(lake, db=lake.db.replace(f"user={pg_server.user}", f"user={reader}"))
+    counts = "SELECT (FROM runs SELECT count(*)) AS runs, (FROM judgments SELECT count(*)) AS j"
+    assert csv_rows(as_reader, counts) == csv_rows(lake, counts)
+    assert len(csv_rows(as_reader, "FROM lake.snapshots()")) > 2
+    for attempt, says in (
+        ("SELECT pg_read_file('/etc/passwd');", "permission denied for function pg_read_file"),
+        ("SELECT passwd FROM pg_shadow;", "permission denied"),
+        ("DELETE FROM ducklake_snapshot;", "read-only transaction"),
+        ("CREATE TEMP TABLE t (a int);", "read-only transaction"),
+    ):
+        refused = psql(pg_server, reader, database, attempt)
+        assert refused.returncode != 0 and says in refused.stderr, (attempt, refused.stderr)
+    other = psql(pg_server, reader, "postgres", "SELECT 1;")
+    assert other.returncode != 0 and "permission denied for database" in other.stderr
