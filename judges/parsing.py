@@ -3,9 +3,10 @@
 Accepted shapes, in order: an already-structured ``dict`` (tool-call / structured-output
 arguments); the whole text as JSON; JSON inside a ```json fence; the first JSON object in
 prose (scanned with ``json.JSONDecoder.raw_decode`` from each ``{``, preferring an object
-that has the expected field). A score may be a JSON number or a numeric string ("0.6"),
-never a word ("high"). Nothing here ever invents a grade: a failure raises
-:class:`OutputParseError` and the caller records the judgment as unscored with its reason.
+that has the expected field, within a decoding budget linear in the text's length). A
+score may be a JSON number or a numeric string ("0.6"), never a word ("high"). Nothing here
+ever invents a grade: a failure raises :class:`OutputParseError` and the caller records the
+judgment as unscored with its reason.
 """
 
 from __future__ import annotations
@@ -18,8 +19,29 @@ from typing import Any
 
 from juryflow.maths.records import OutputKind
 
-_FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+_FENCE_RE = re.compile(
+    # Possessive: with plain quantifiers an unclosed fence followed by n spaces was tried
+    # with every split of the spaces between the two [ \t]* (cubic: 13 s for 2,000 spaces);
+    # giving some back never helps, the content takes anything but ```.
+    r"```[ \t]*+(?:json|JSON)?+[ \t]*+\n?+(.*?)```",
+    re.DOTALL,
+)
+_OBJECT_START = re.compile(r"\{(?=[ \t\n\r]*+[\"}])")
+"""A '{' where an object can start: JSON whitespace, then a key or '}'. Any other '{' fails."""
+_NOT_OBJECT_START = re.compile(r"\{(?![ \t\n\r]*+[\"}])")
 _DECODER = json.JSONDecoder()
+_WINDOW = 256
+"""How much text after a '{' is decoded first, grown fourfold while a failure may be the
+window's cut: a JSONDecodeError counts the lines before its position, so decoding each '{'
+of a long text in the whole text is quadratic."""
+_CUT_MARGIN = 16
+"""A failure this close to a window's end (an unfinished literal, number, escape or
+delimiter) may be the cut's doing."""
+_DECODE_BUDGET = (8, 1_000_000)
+"""The brace scan decodes at most 8 x the text's length + 1,000,000 characters in all. Each
+'{' is decoded on its own, so nested objects are decoded again at every level: JSON nested
+1,000 deep (the interpreter's limit) took 2 s per 100,000 characters. Real answers need a
+few decodes; a text that exhausts this is judged on the objects found by then."""
 _SHOWN = 60
 """How much of an offending value an error message quotes."""
 
@@ -72,23 +94,92 @@ def _find_object(raw: str, field: str) -> dict[str, Any]:
             if field in value:
                 return value
             first = first if first is not None else value
-    first_error: str | None = None
-    for m in re.finditer(r"\{", text):
-        try:
-            value, _ = _DECODER.raw_decode(text, m.start())
-        except (json.JSONDecodeError, RecursionError) as exc:
-            if first_error is None:
-                first_error = f"the '{{' at character {m.start()} does not start valid JSON ({exc})"
-            continue
-        if isinstance(value, dict):
-            if field in value:
-                return value
-            first = first if first is not None else value
+    found, first_in_braces, first_error = _scan_braces(text, field)
+    if found is not None:
+        return found
+    first = first if first is not None else first_in_braces
     if first is not None:
         return first
     if first_error is not None:
         raise OutputParseError(f"no complete JSON object found in the output: {first_error}")
     raise OutputParseError("no JSON object found in the output")
+
+
+def _scan_braces(
+    text: str, field: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """Decode from each '{' in turn: the first object with ``field``, else None; the first
+    object; why the first '{' that starts no valid JSON does not."""
+    first: dict[str, Any] | None = None
+    first_error: str | None = None
+    factor, base = _DECODE_BUDGET
+    budget = factor * len(text) + base
+    # Only the first of the '{'s no object can start at is decoded: for its error message.
+    blocked = _NOT_OBJECT_START.search(text)
+    for brace in _OBJECT_START.finditer(text):
+        start = brace.start()
+        if first_error is None and blocked is not None and blocked.start() < start:
+            first_error = _failure_at(text, blocked.start())
+        if budget <= 0:
+            break
+        value, error, cost = _decode_at(text, start)
+        budget -= cost
+        if error is not None:
+            first_error = first_error or _failure(start, error)
+        elif isinstance(value, dict):
+            if field in value:
+                return value, first, first_error
+            first = first if first is not None else value
+    if first_error is None and blocked is not None:
+        first_error = _failure_at(text, blocked.start())
+    return None, first, first_error
+
+
+def _failure_at(text: str, start: int) -> str:
+    error = _decode_at(text, start)[1]
+    return _failure(start, error) if error is not None else ""
+
+
+def _failure(start: int, error: Exception) -> str:
+    return f"the '{{' at character {start} does not start valid JSON ({error})"
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, Exception | None, int]:
+    """The JSON value starting at ``start``, or the error decoding it there (positions
+    counted in ``text``), and about how many characters were decoded: ``raw_decode(text,
+    start)`` without its cost on a long text."""
+    size, cost = _WINDOW, 0
+    while True:
+        window = text[start : start + size]
+        try:
+            value, end = _DECODER.raw_decode(window)
+        except RecursionError as error:
+            return None, error, cost + len(window)
+        except json.JSONDecodeError as error:
+            whole = start + len(window) >= len(text)
+            if whole or not _maybe_cut(error, len(window)):
+                return None, _Positioned(error, text, start), cost + error.pos + 1
+            cost += len(window)
+            size *= 4
+        else:
+            return value, None, cost + end
+
+
+def _maybe_cut(error: json.JSONDecodeError, length: int) -> bool:
+    """Whether ``error``, raised in a window of ``length`` characters, may be the cut's."""
+    return error.pos >= length - _CUT_MARGIN or error.msg.startswith("Unterminated string")
+
+
+class _Positioned(Exception):
+    """A JSONDecodeError from a window, worded as if raised in the whole text: its line and
+    column are counted only when it is shown (once, for the first failing '{')."""
+
+    def __init__(self, error: json.JSONDecodeError, text: str, offset: int) -> None:
+        super().__init__(error.msg)
+        self.error, self.text, self.offset = error, text, offset
+
+    def __str__(self) -> str:
+        return str(json.JSONDecodeError(self.error.msg, self.text, self.offset + self.error.pos))
 
 
 def _load(raw: str | dict[str, Any], field: str) -> dict[str, Any]:

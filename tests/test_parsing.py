@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -143,3 +145,70 @@ def test_parse_output_dispatches() -> None:
     assert parse_output(SPANS_JSON, "spans").spans == ("15%", "5 new countries")
     with pytest.raises(ValueError, match="unknown output kind"):
         parse_output("{}", "grade")  # type: ignore[arg-type]
+
+
+# --- long adversarial answers (issue 29, point 7): linear, and read as before ----------------
+
+
+def finishes(parse: Callable[[], object], seconds: float = 60.0) -> list[object]:
+    """``parse()``'s result or exception, from a thread joined with a timeout that tells a
+    linear parse (well under a second here) from a quadratic one (hours); not a benchmark."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(parse())
+        except OutputParseError as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=seconds)
+    assert outcome, "the parse did not finish"
+    return outcome
+
+
+def test_an_unclosed_fence_before_many_spaces() -> None:
+    # Was cubic: every split of the spaces between the fence's two [ \t]* was tried.
+    raw = "```" + " " * 100_000 + '\n{"score": 0.5}'
+    (out,) = finishes(lambda: parse_score_output(raw))
+    assert isinstance(out, ParsedOutput) and out.score == 0.5
+
+
+def test_many_broken_objects_before_the_answer() -> None:
+    # Each failed '{' counted the lines before it for its error message: quadratic.
+    raw = '{"a' * 30_000 + '{"score": 0.25}'
+    (out,) = finishes(lambda: parse_score_output(raw))
+    assert isinstance(out, ParsedOutput) and out.score == 0.25
+
+
+def test_the_first_error_is_placed_in_the_whole_text() -> None:
+    raw = "x\n" * 5_000 + '{oops {"a": ' + '{"b": [1, ' * 20
+    with pytest.raises(OutputParseError) as excinfo:
+        parse_score_output(raw)
+    start = raw.index("{oops")
+    assert reason(excinfo) == (
+        "no complete JSON object found in the output: "
+        f"the '{{' at character {start} does not start valid JSON "
+        "(Expecting property name enclosed in double quotes: "
+        f"line 5001 column 2 (char {start + 1}))"
+    )
+
+
+def test_an_object_longer_than_a_decoding_window() -> None:
+    reasoning = "the cited file does not exist; " * 2_000
+    raw = "My verdict: " + json.dumps({"reasoning": reasoning, "score": 0.7}) + " (end)"
+    assert parse_score_output(raw) == ParsedOutput(0.7, (), reasoning)
+    # An unterminated string runs on into the next object, which is then read on its own.
+    raw = 'Draft: {"score": 0.9, "reasoning": "' + "y" * 10_000 + ' Final: {"score": 0.2}'
+    assert parse_score_output(raw).score == 0.2
+
+
+def test_deeply_nested_braces() -> None:
+    raw = '{"a": ' * 100_000
+    (error,) = finishes(lambda: parse_score_output(raw))
+    assert isinstance(error, OutputParseError)
+    assert error.reason.startswith(
+        "no complete JSON object found in the output: "
+        "the '{' at character 0 does not start valid JSON (maximum recursion depth exceeded"
+    )
