@@ -23,15 +23,24 @@ casts no vote in the consensus. The count is per stage: at the exact stage, list
 same string against its exact occurrences still free; at the normalised stage, listings that
 normalise alike against their normalised occurrences still free. A string listed as many
 times as it occurs is not ambiguous: each listing has an occurrence of its own.
+
+The strings come from a model's answer, so their number and length are not ours to choose.
+Each distinct string is searched for once; which occurrences are still free is kept up to
+date as spans are claimed (instead of rechecking every occurrence against every claim, which
+was cubic in the listings). Fuzzy alignment costs about len(text) x L x L/64 for a string
+of L characters, so strings longer than ``MAX_FUZZY_LENGTH`` are not aligned and a call
+aligns distinct strings only until ``FUZZY_BUDGET`` is spent; the rest stay unmatched.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
@@ -50,6 +59,13 @@ _WHITESPACE_RUN = re.compile(r"\s+")
 """Runs of what ``str.isspace`` calls whitespace (``re``'s ``\\s`` on str patterns)."""
 MIN_FUZZY_LENGTH = 4
 """Below this many characters a fuzzy match is noise ("4.0" would 'match' "4.5")."""
+MAX_FUZZY_LENGTH = 1_000
+"""Longer strings are not aligned fuzzily: one of 5,000 characters took 2 s against a
+6,000-character text. Judges flag phrases (the sample's gold spans are under 130)."""
+FUZZY_BUDGET = 50_000
+"""Fuzzy alignment a call may spend, a string of L characters costing L x ceil(L / 64)
+(rapidfuzz aligns 64 characters a machine word): about 0.1 ms per character of text at
+worst, whatever the answer lists; 1,000 distinct strings of 50 characters fit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +128,8 @@ def _normalize_by_character(text: str) -> _Normalized:
 
 
 def _needle(requested: str) -> str:
-    return _normalize(requested).text.strip(_EDGE_STRIP)
+    # Not through the cache: an answer's many strings would evict the texts it is for.
+    return _normalize.__wrapped__(requested).text.strip(_EDGE_STRIP)
 
 
 def _occurrences(haystack: str, needle: str) -> list[tuple[int, int]]:
@@ -124,8 +141,120 @@ def _occurrences(haystack: str, needle: str) -> list[tuple[int, int]]:
     return found
 
 
-def _is_free(span: tuple[int, int], taken: set[tuple[int, int]]) -> bool:
-    return all(span[1] <= s or e <= span[0] for s, e in taken)
+class _Occurrences:
+    """Sorted, disjoint occurrences of one string, each free until a claimed span overlaps it."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = spans
+        self.ends = [end for _, end in spans]
+        self.blocked = bytearray(len(spans))
+        self.free = len(spans)
+        self._first = 0
+
+    def block(self, start: int, end: int) -> None:
+        i = bisect_right(self.ends, start)  # the first occurrence ending after ``start``
+        while i < len(self.spans) and self.spans[i][0] < end:
+            if not self.blocked[i]:
+                self.blocked[i] = 1
+                self.free -= 1
+            i += 1
+
+    def first_free(self) -> tuple[int, int]:
+        while self.blocked[self._first]:  # only called while some occurrence is free
+            self._first += 1
+        return self.spans[self._first]
+
+
+@dataclass
+class _Claims:
+    """The spans claimed for one (normalised) string, and the occurrence lists they block."""
+
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    lists: list[_Occurrences] = field(default_factory=list)
+
+    def watch(self, occurrences: _Occurrences) -> _Occurrences:
+        """Keep ``occurrences`` blocked by these claims, from now on too."""
+        # Whichever is shorter is walked: many strings may normalise alike.
+        if len(occurrences.spans) < len(self.starts):
+            for i, (start, end) in enumerate(occurrences.spans):
+                if not self.is_free(start, end):
+                    occurrences.blocked[i] = 1
+                    occurrences.free -= 1
+        else:
+            for start, end in zip(self.starts, self.ends, strict=True):
+                occurrences.block(start, end)
+        self.lists.append(occurrences)
+        return occurrences
+
+    def claim(self, start: int, end: int) -> None:
+        i = bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+        for occurrences in self.lists:
+            occurrences.block(start, end)
+
+    def is_free(self, start: int, end: int) -> bool:
+        # Claims are disjoint and sorted: only the neighbours around ``start`` can overlap.
+        i = bisect_right(self.starts, start)
+        if i > 0 and self.ends[i - 1] > start:
+            return False
+        return i == len(self.starts) or self.starts[i] >= end
+
+
+@dataclass
+class _Anchoring:
+    """One call's state: the text, its occurrence lists and claims, the fuzzy budget."""
+
+    text: str
+    fuzzy_threshold: float
+    claims: dict[str, _Claims] = field(default_factory=dict)
+    exact: dict[str, _Occurrences] = field(default_factory=dict)
+    near: dict[str, _Occurrences] = field(default_factory=dict)
+    fuzzy: dict[str, tuple[int, int, float] | None] = field(default_factory=dict)
+    fuzzy_budget: int = FUZZY_BUDGET
+    _normalized: _Normalized | None = None  # built lazily: most judges quote exactly
+
+    @property
+    def normalized(self) -> _Normalized:
+        if self._normalized is None:
+            self._normalized = _normalize(self.text)
+        return self._normalized
+
+    def exact_occurrences(self, wanted: str, claims: _Claims) -> _Occurrences:
+        if wanted not in self.exact:
+            self.exact[wanted] = claims.watch(_Occurrences(_occurrences(self.text, wanted)))
+        return self.exact[wanted]
+
+    def normalized_occurrences(self, needle: str, claims: _Claims) -> _Occurrences:
+        if needle not in self.near:
+            normalized = self.normalized
+            spans = [normalized.to_original(*o) for o in _occurrences(normalized.text, needle)]
+            self.near[needle] = claims.watch(_Occurrences(spans))
+        return self.near[needle]
+
+    def alignment(self, needle: str) -> tuple[int, int, float] | None:
+        """Where ``needle`` aligns fuzzily (original offsets widened to words, similarity),
+        once per string and within the budget."""
+        if needle in self.fuzzy:
+            return self.fuzzy[needle]
+        text = self.normalized.text
+        cost = len(needle) * math.ceil(len(needle) / 64)
+        found: tuple[int, int, float] | None = None
+        fits = MIN_FUZZY_LENGTH <= len(needle) <= min(len(text), MAX_FUZZY_LENGTH)
+        if fits and cost <= self.fuzzy_budget:
+            self.fuzzy_budget -= cost
+            found = self._align(needle, text)
+        self.fuzzy[needle] = found
+        return found
+
+    def _align(self, needle: str, text: str) -> tuple[int, int, float] | None:
+        match = fuzz.partial_ratio_alignment(needle, text, score_cutoff=self.fuzzy_threshold)
+        if match is None or match.dest_end <= match.dest_start:
+            return None
+        start, end = self.normalized.to_original(match.dest_start, match.dest_end)
+        start, end = _widen_to_words(self.text, start, end)
+        return (start, end, round(match.score, 2)) if end > start else None
 
 
 def _widen_to_words(text: str, start: int, end: int) -> tuple[int, int]:
@@ -145,10 +274,9 @@ def anchor_spans(
     text: str, requested: Sequence[str], fuzzy_threshold: float = 85.0
 ) -> tuple[Span, ...]:
     """One :class:`Span` per requested string, in the same order."""
-    normalized: _Normalized | None = None  # built lazily: most judges quote exactly
-    claimed: dict[str, set[tuple[int, int]]] = {}
+    state = _Anchoring(text, fuzzy_threshold)
     seen: dict[str, int] = {}
-    needles = [_needle(w) for w in requested]
+    needles = [_needle(w) if w.strip() else "" for w in requested]
     wanted_left = Counter(w for w in requested if w.strip())
     needles_left = Counter(n for w, n in zip(requested, needles, strict=True) if w.strip())
     spans: list[Span] = []
@@ -157,7 +285,7 @@ def anchor_spans(
             spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
             continue
         # Repeats are counted per normalised string, so "Foo" and "foo." share occurrences.
-        taken = claimed.setdefault(needle or wanted, set())
+        claims = state.claims.setdefault(needle or wanted, _Claims())
         repeat = seen.get(wanted, 0)
         seen[wanted] = repeat + 1
         # Listings still to anchor, this one included: with more free occurrences than
@@ -166,47 +294,41 @@ def anchor_spans(
         wanted_left[wanted] -= 1
         needles_left[needle] -= 1
 
-        free = [o for o in _occurrences(text, wanted) if _is_free(o, taken)]
-        if free:
-            start, end = free[0]
-            taken.add((start, end))
-            kind: MatchKind = "ambiguous" if len(free) > listed else "repeat" if repeat else "exact"
+        exact = state.exact_occurrences(wanted, claims)
+        if exact.free:
+            start, end = exact.first_free()
+            kind: MatchKind = (
+                "ambiguous" if exact.free > listed else "repeat" if repeat else "exact"
+            )
+            claims.claim(start, end)
             spans.append(Span(start, end, text[start:end], kind, requested=wanted))
             continue
 
         if not needle:  # only punctuation, and not found exactly
             spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
             continue
-        if normalized is None:
-            normalized = _normalize(text)
-        found = [normalized.to_original(*o) for o in _occurrences(normalized.text, needle)]
-        free = [o for o in found if _is_free(o, taken)]
-        if free:
-            start, end = free[0]
-            taken.add((start, end))
-            kind = "ambiguous" if len(free) > listed_alike else "normalized"
+        near = state.normalized_occurrences(needle, claims)
+        if near.free:
+            start, end = near.first_free()
+            kind = "ambiguous" if near.free > listed_alike else "normalized"
+            claims.claim(start, end)
             spans.append(Span(start, end, text[start:end], kind, requested=wanted))
             continue
 
-        if MIN_FUZZY_LENGTH <= len(needle) <= len(normalized.text):
-            match = fuzz.partial_ratio_alignment(
-                needle, normalized.text, score_cutoff=fuzzy_threshold
+        aligned = state.alignment(needle)
+        if aligned is not None and claims.is_free(aligned[0], aligned[1]):
+            start, end, similarity = aligned
+            claims.claim(start, end)
+            spans.append(
+                Span(
+                    start,
+                    end,
+                    text[start:end],
+                    "fuzzy",
+                    requested=wanted,
+                    similarity=similarity,
+                )
             )
-            if match is not None and match.dest_end > match.dest_start:
-                start, end = normalized.to_original(match.dest_start, match.dest_end)
-                start, end = _widen_to_words(text, start, end)
-                if end > start and _is_free((start, end), taken):
-                    taken.add((start, end))
-                    spans.append(
-                        Span(
-                            start,
-                            end,
-                            text[start:end],
-                            "fuzzy",
-                            requested=wanted,
-                            similarity=round(match.score, 2),
-                        )
-                    )
-                    continue
+            continue
         spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
     return tuple(spans)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from juryflow.judges.anchoring import anchor_spans
+from juryflow.maths.records import Span
 
 ARTICLE = (
     "The restaurant’s patio offers outdoor seating. Guests love the “Italian sub”.\n"
@@ -250,3 +253,134 @@ def test_whole_string_normalising_equals_the_character_loop(text: str) -> None:
     from juryflow.judges.anchoring import _normalize, _normalize_by_character
 
     assert _normalize(text) == _normalize_by_character(text)
+
+
+# --- long answers (issue 29, point 7): what a plain implementation did, in linear time ------
+
+
+def reference_anchor_spans(
+    text: str, requested: list[str], fuzzy_threshold: float = 85.0
+) -> tuple[Span, ...]:
+    """Anchoring as it was written before issue 29: every occurrence rechecked against
+    every claimed span for every listing (cubic in the listings), no fuzzy budget."""
+    from rapidfuzz import fuzz
+
+    from juryflow.judges.anchoring import _needle, _normalize, _occurrences, _widen_to_words
+
+    def is_free(span: tuple[int, int], taken: set[tuple[int, int]]) -> bool:
+        return all(span[1] <= s or e <= span[0] for s, e in taken)
+
+    claimed: dict[str, set[tuple[int, int]]] = {}
+    seen: dict[str, int] = {}
+    needles = [_needle(w) for w in requested]
+    wanted_left = Counter(w for w in requested if w.strip())
+    needles_left = Counter(n for w, n in zip(requested, needles, strict=True) if w.strip())
+    spans: list[Span] = []
+    for wanted, needle in zip(requested, needles, strict=True):
+        if not wanted.strip():
+            spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
+            continue
+        taken = claimed.setdefault(needle or wanted, set())
+        repeat = seen.get(wanted, 0)
+        seen[wanted] = repeat + 1
+        listed, listed_alike = wanted_left[wanted], needles_left[needle]
+        wanted_left[wanted] -= 1
+        needles_left[needle] -= 1
+        free = [o for o in _occurrences(text, wanted) if is_free(o, taken)]
+        if free:
+            taken.add(free[0])
+            kind = "ambiguous" if len(free) > listed else "repeat" if repeat else "exact"
+            spans.append(Span(*free[0], text[slice(*free[0])], kind, requested=wanted))
+            continue
+        if not needle:
+            spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
+            continue
+        normalized = _normalize(text)
+        found = [normalized.to_original(*o) for o in _occurrences(normalized.text, needle)]
+        free = [o for o in found if is_free(o, taken)]
+        if free:
+            taken.add(free[0])
+            kind = "ambiguous" if len(free) > listed_alike else "normalized"
+            spans.append(Span(*free[0], text[slice(*free[0])], kind, requested=wanted))
+            continue
+        if 4 <= len(needle) <= len(normalized.text):
+            match = fuzz.partial_ratio_alignment(
+                needle, normalized.text, score_cutoff=fuzzy_threshold
+            )
+            if match is not None and match.dest_end > match.dest_start:
+                start, end = normalized.to_original(match.dest_start, match.dest_end)
+                start, end = _widen_to_words(text, start, end)
+                if end > start and is_free((start, end), taken):
+                    taken.add((start, end))
+                    similarity = round(match.score, 2)
+                    span = Span(start, end, text[start:end], "fuzzy", wanted, similarity)
+                    spans.append(span)
+                    continue
+        spans.append(Span(None, None, wanted, "unmatched", requested=wanted))
+    return tuple(spans)
+
+
+PIECES = ["free", "WiFi", "wifi", "Free", "parking", "open", "daily", "a", "ab", "outdoor"]
+PIECES += ["seating", "’", "'", "—", "-", ".", ",", " ", "  ", "\n", "İ", "Σ", "ß", "x"]
+pieces_text = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces_text, st.data(), st.sampled_from([60.0, 85.0, 95.0]))
+def test_anchoring_equals_the_plain_algorithm(
+    text: str, data: st.DataObject, threshold: float
+) -> None:
+    substrings = st.tuples(st.integers(0, len(text)), st.integers(0, 20)).map(
+        lambda at: text[at[0] : at[0] + at[1]]
+    )
+    wanted = substrings | pieces_text | substrings.map(str.upper) | substrings.map("{}.".format)
+    requested = data.draw(st.lists(wanted, max_size=12))
+    requested += data.draw(st.lists(st.sampled_from(requested), max_size=4)) if requested else []
+    assert anchor_spans(text, requested, threshold) == reference_anchor_spans(
+        text, requested, threshold
+    )
+
+
+def anchored_in_time(text: str, requested: list[str]) -> tuple[Span, ...]:
+    """anchor_spans from a thread joined with a timeout that tells linear (well under a
+    second here) from the cubic rechecking (hours); not a benchmark."""
+    result: list[tuple[Span, ...]] = []
+    worker = threading.Thread(target=lambda: result.append(anchor_spans(text, requested)))
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout=60)
+    assert result, f"anchoring {len(requested):,} strings did not finish"
+    return result[0]
+
+
+def test_a_string_listed_fifty_thousand_times() -> None:
+    spans = anchored_in_time("a " * 2_500, ["a"] * 50_000)
+    assert [s.match for s in spans[:2]] == ["exact", "repeat"]
+    assert {s.match for s in spans[1:2_500]} == {"repeat"}
+    assert {s.match for s in spans[2_500:]} == {"unmatched"}
+    assert [s.char_start for s in spans[:3]] == [0, 2, 4]
+
+
+def test_a_near_miss_listed_fifty_thousand_times() -> None:
+    spans = anchored_in_time(ARTICLE * 10, ["OUTDOOR SEATING."] * 50_000)
+    assert [s.match for s in spans[:20]] == ["normalized"] * 20
+    assert {s.match for s in spans[20:]} == {"unmatched"}
+    spans = anchored_in_time(ARTICLE, ["offers outdor seatings"] * 50_000)
+    assert spans[0].match == "fuzzy" and spans[0].text == "offers outdoor seating"
+    assert {s.match for s in spans[1:]} == {"unmatched"}
+
+
+def test_fuzzy_alignment_has_a_length_limit_and_a_budget() -> None:
+    from juryflow.judges.anchoring import FUZZY_BUDGET, MAX_FUZZY_LENGTH
+
+    text = " ".join(f"word{i} seen" for i in range(400))
+    near = text[:MAX_FUZZY_LENGTH].replace("seen", "sen")
+    assert anchor_spans(text, [near])[0].match == "fuzzy"
+    too_long = text[: MAX_FUZZY_LENGTH + 200].replace("seen", "sen")
+    assert len(near) <= MAX_FUZZY_LENGTH < len(too_long)
+    assert anchor_spans(text, [too_long])[0].match == "unmatched"
+    # Distinct invented strings spend the budget first; a near miss after them is not aligned.
+    invented = [f"zq{i:05d}xw" for i in range(FUZZY_BUDGET // 9 + 1)]
+    spans = anchored_in_time(text, ["word3 sen word4", *invented, "word5 sen word6"])
+    assert spans[0].match == "fuzzy"
+    assert spans[-1].match == "unmatched"
