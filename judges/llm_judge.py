@@ -25,6 +25,14 @@ from juryflow.prompts.loader import PromptError, PromptTemplate
 
 log = logging.getLogger(__name__)
 
+MAX_ANSWER_CHARS = 200_000
+"""A longer answer is not parsed: the judgment is unscored ("answer too long: ..."), its raw
+output the answer's first MAX_ANSWER_CHARS characters. The seed prompts ask for a short JSON
+object (under 3,000 characters; at the default max_tokens of 2,048 a model writes at most
+~10,000), so this is no judge's real answer; what it bounds is the work a model, or whoever
+steers it, can put in this process's event loop: parsing and anchoring an answer cost
+seconds at a few hundred thousand characters."""
+
 
 @dataclass(frozen=True, slots=True)
 class CacheKeys:
@@ -76,6 +84,7 @@ class LLMJudge:
         limiter: Limiter | None = None,
         base_delay: float = 0.5,
         max_delay: float = 30.0,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
     ) -> None:
         if spec.model is None:
             raise ValueError(f"judge {spec.id!r} has no model")
@@ -95,6 +104,7 @@ class LLMJudge:
             size_pool(limiter_key(spec), self.limiter.max_concurrency)
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.max_answer_chars = max_answer_chars
         # Header values and base_url credentials: a server may echo them into any answer.
         self._secrets = tuple(spec.credentials())
         remember_secret(*self._secrets)
@@ -242,21 +252,14 @@ class LLMJudge:
         common: dict[str, object],
     ) -> Judgment:
         raw = response.text if response.structured is None else json.dumps(response.structured)
+        extra: dict[str, object] = {**common, "usage": self._usage(response), "attempts": attempts}
+        if len(raw) > self.max_answer_chars:
+            # Checked before any other pass over the answer: none of them runs on it.
+            limit = self.max_answer_chars
+            reason = f"answer too long: {len(raw):,} characters (limit {limit:,})"
+            return self._unscored(item, reason, timer, raw_output=self._clipped(raw), **extra)
         # A server that echoes the request's headers can do it in a 200 as well as in an error.
-        raw = redact_text(raw, self._secrets)
-        usage = Usage(
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost_usd=cost_usd(
-                self.model, response.input_tokens, response.output_tokens, self.prices
-            ),
-        )
-        extra: dict[str, object] = {
-            **common,
-            "raw_output": raw,
-            "usage": usage,
-            "attempts": attempts,
-        }
+        extra["raw_output"] = redact_text(raw, self._secrets)
         answer: str | dict[str, object] = (
             response.structured if response.structured is not None else response.text
         )
@@ -288,6 +291,25 @@ class LLMJudge:
             latency_ms=_elapsed_ms(timer),
             **extra,  # type: ignore[arg-type]
         )
+
+    def _usage(self, response: ModelResponse) -> Usage:
+        return Usage(
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=cost_usd(
+                self.model, response.input_tokens, response.output_tokens, self.prices
+            ),
+        )
+
+    def _clipped(self, raw: str) -> str:
+        """The first ``max_answer_chars`` characters of an over-long answer, redacted.
+
+        Redacted as part of twice as much, then cut: a secret that runs across the cut is
+        masked whole (a cut secret no longer looks like one), unless it is itself longer than
+        the limit; the rest of the answer is never looked at.
+        """
+        limit = self.max_answer_chars
+        return redact_text(raw[: 2 * limit], self._secrets)[:limit]
 
     def _provider_failure(
         self,

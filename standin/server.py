@@ -29,6 +29,7 @@ Answers (JSON of the shape the seed prompts ask for; spans are cut from the prom
 ``broken``             truncated JSON, always as text
 ``prose``              a sentence with no JSON, always as text
 ``random``             a seeded-random valid answer of the prompt's kind
+``long-<n>``           a valid ``score`` answer whose reasoning is n characters long
 ``sim-spans-<params>`` a simulated span judge of known recall and false-span share
 ``sim-score-<params>`` a simulated score judge of known sensitivity and specificity
 =====================  ==========================================================
@@ -364,6 +365,8 @@ def make_answer(
         return Answer(None, "I think the response is mostly fine, with one or two issues.")
     if answer == "random":
         return _random_answer(kind, prompt, rng)
+    if answer.startswith("long-") and answer[len("long-") :].isdigit():
+        return _json_answer(_score_answer(0.0) | {"reasoning": "x" * int(answer[len("long-") :])})
     if answer.startswith("score-"):
         try:
             score = float(answer[len("score-") :])

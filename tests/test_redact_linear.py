@@ -1,22 +1,30 @@
-"""Redaction is linear in its input and masks exactly what its plain patterns masked.
+"""Long model answers (issue 29, point 7): redaction is linear in its input and masks exactly
+what its plain patterns masked; an answer over the size limit is never parsed.
 
 The plain patterns (``_PLAIN_*``, as redact.py had them before issue 29) try every start
 position inside a run of letters and rescan it: 0.2 s for 10,000 characters, hours for
 2,000,000. Their rewrites must mask the same text; the plain ones stay here as the reference
-for a property test on short inputs, where they are fast.
+for a property test on short inputs, where they are fast. The limit is tested end to end:
+the official SDKs over HTTP against the stand-in.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from juryflow.judges.factory import build_judge
+from juryflow.judges.llm_judge import MAX_ANSWER_CHARS, LLMJudge
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.ratelimit import reset_limiters
 from juryflow.judges.redact import MASK, known_secrets, redact_text, redact_url
+from juryflow.maths.records import Item, Judgment
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 
 _PLAIN_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 _PLAIN_QUERY_PAIR = re.compile(r"(?P<name>[^&;=#\s]+)=(?P<value>[^&;#\s]*)")
@@ -161,3 +169,95 @@ def test_case_folded_names_are_still_masked(text: str, secret: str) -> None:
     # these names as re.IGNORECASE does.
     assert secret not in redact_text(text)
     assert redact_text(text) == plain_redact(text)
+
+
+# --- the answer size limit, end to end ---------------------------------------------------
+
+KEY = "sk-test-long-answer-0123456789abcdef"
+ITEM = Item("long-1", {"input": "List the files.", "output": "I ran ls and found main.py."})
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubHandle]:
+    monkeypatch.setenv("JURYFLOW_TEST_LONG_KEY", KEY)
+    reset_limiters()
+    with running_stub_server(StubConfig()) as handle:
+        yield handle
+    reset_limiters()
+
+
+@pytest.fixture
+async def judges(stub: StubHandle) -> AsyncIterator[dict[str, LLMJudge]]:
+    built: dict[str, LLMJudge] = {}
+    for provider in ("anthropic", "openai"):
+        base_url = stub.anthropic_base_url if provider == "anthropic" else stub.openai_base_url
+        spec = JudgeSpec(
+            id=f"{provider}-long",
+            provider=provider,  # type: ignore[arg-type]
+            model="stub-score-0.6",
+            prompt="hallucination_score",
+            base_url=base_url,
+            api_key_env="JURYFLOW_TEST_LONG_KEY",
+            timeout=30.0,
+            max_attempts=1,
+        )
+        judge = build_judge(spec)
+        assert isinstance(judge, LLMJudge)
+        built[provider] = judge
+    yield built
+    for judge in built.values():
+        await judge.aclose()
+
+
+def too_long(judgment: Judgment, length: int) -> None:
+    assert judgment.score is None
+    assert judgment.unscored_reason == (
+        f"answer too long: {length:,} characters (limit {MAX_ANSWER_CHARS:,})"
+    )
+    assert judgment.raw_output is not None and len(judgment.raw_output) == MAX_ANSWER_CHARS
+    assert judgment.attempts == 1
+    assert judgment.usage.output_tokens is not None  # the tokens were spent all the same
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_an_answer_over_the_limit_is_unscored_and_never_parsed(
+    stub: StubHandle, judges: dict[str, LLMJudge], provider: str
+) -> None:
+    judge = judges[provider]
+    # A valid answer that would score 0.0, with the key at the start and across the cut.
+    start = f'{{"score": 0.0, "reasoning": "{KEY} '
+    padding = "x" * (MAX_ANSWER_CHARS - 10 - len(start))
+    answer = f'{start}{padding}{KEY} {"y" * 50_000}"}}'
+    assert answer.index(KEY, len(start)) == MAX_ANSWER_CHARS - 10
+    stub.enqueue(judge.model, "raw:" + answer)
+    judgment = await judge.judge(ITEM)
+    too_long(judgment, len(answer))
+    assert judgment.raw_output is not None
+    assert KEY not in judgment.raw_output and KEY[:10] not in judgment.raw_output
+    assert judgment.raw_output.startswith('{"score": 0.0, "reasoning": "***')
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_structured_answer_over_the_limit(
+    stub: StubHandle, judges: dict[str, LLMJudge], provider: str
+) -> None:
+    # Through the forced tool call (Anthropic) or the JSON schema (OpenAI): the stored text
+    # is the arguments' JSON, measured like a text answer.
+    judge = judges[provider]
+    stub.enqueue(judge.model, "long-250000")
+    judgment = await judge.judge(ITEM)
+    length = len('{"score": 0.0, "reasoning": ""}') + 250_000
+    too_long(judgment, length)
+
+
+async def test_an_answer_at_the_limit_is_parsed(
+    stub: StubHandle, judges: dict[str, LLMJudge]
+) -> None:
+    judge = judges["openai"]
+    answer = '{"score": 0.3, "reasoning": ""}'
+    answer = answer.replace('""', '"' + "x" * (MAX_ANSWER_CHARS - len(answer)) + '"')
+    assert len(answer) == MAX_ANSWER_CHARS
+    stub.enqueue(judge.model, "raw:" + answer)
+    judgment = await judge.judge(ITEM)
+    assert judgment.unscored_reason is None
+    assert judgment.score == 0.3
