@@ -23,7 +23,7 @@ from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec, Price
 from juryflow.maths.records import Item, Judgment, unscored
-from juryflow.storage.journal import Journal
+from juryflow.storage.journal import Journal, JournalWriteError
 
 # Judges hold HTTP clients and limiters bound to an event loop, so one is built per loop:
 # tasks awaited in the flow's loop share it (and its per-provider limits); tasks on other
@@ -105,13 +105,21 @@ async def judge_items(
     # command line refuses --max-cost with --dask).
     budget = budget_of(run_id)
 
+    unwritable: list[JournalWriteError] = []
+
     async def judge_one(item: Item) -> Judgment:
+        if unwritable:  # no more calls whose answers could not be kept
+            raise unwritable[0]
         if isinstance(judge, LLMJudge):
             judgment = await judge.judge(item, breaker, budget)
         else:
             judgment = await judge.judge(item)
         if log is not None:
-            log.append(judgment)
+            try:
+                log.append(judgment)
+            except JournalWriteError as error:
+                unwritable.append(error)
+                raise
         progress.judged((judgment,))
         return judgment
 
@@ -127,6 +135,8 @@ async def judge_items(
             judgments.append(result)
         elif isinstance(result, BudgetReached):
             unjudged.append(item.item_id)
+        elif isinstance(result, JournalWriteError):
+            raise result  # the run stops: a judgment it cannot keep is no judgment
         elif isinstance(result, Exception):
             # A judge should return unscored rather than raise; if one raises anyway, only
             # that item is lost for that judge, and the row says why.

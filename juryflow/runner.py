@@ -49,7 +49,9 @@ def run_evaluation(
     # Until the flow's own handlers take over (and after), SIGTERM ends juryflow as Ctrl-C
     # does: by unwinding, so that the Prefect server it started is stopped too.
     previous = signal.signal(signal.SIGTERM, interrupts.raise_on_sigterm)
-    previous_sigint = signal.signal(signal.SIGINT, interrupts.raise_on_sigint)
+    previous_sigint = signal.getsignal(signal.SIGINT)
+    if not interrupts.sigint_handled():
+        signal.signal(signal.SIGINT, interrupts.raise_on_sigint)
     try:
         return _run_evaluation(console, parameters, dask)
     except KeyboardInterrupt:
@@ -60,7 +62,12 @@ def run_evaluation(
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_sigint)
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _interrupted(signum: signal.Signals) -> interrupts.RunInterrupted:
@@ -97,13 +104,15 @@ def _run_evaluation(
     progress.add_listener(listen)
     try:
         with bar if bar is not None else contextlib.nullcontext():
+            before = signal.getsignal(signal.SIGINT) if _main_thread() else None
             interrupts.defer_sigint()
             try:
                 result: dict[str, Any] = asyncio.run(
                     flow(**parameters, distributed=dask is not None)
                 )
             finally:
-                interrupts.honour_sigint()
+                if before is not None:
+                    signal.signal(signal.SIGINT, before)
     except CancelledRun as cancelled:
         stopped = interrupts.take()
         if stopped is None:  # cancelled in Prefect before the run's watch began

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import Judgment, Span, Usage
+from juryflow.storage.connection import StoreError
 from juryflow.storage.files import open_private_append, private_dir
 from juryflow.storage.store.records import RunRecord
 
@@ -109,6 +110,11 @@ def read_run_header(journal: Path) -> RunRecord | None:
         return None
 
 
+class JournalWriteError(StoreError):
+    """A judgment could not be journaled (a full disk, say): the run must stop calling, as
+    what it pays for could not be kept."""
+
+
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -116,11 +122,16 @@ class Journal:
 
     def append(self, judgment: Judgment) -> None:
         line = (judgment_to_json(judgment) + "\n").encode("utf-8")
-        if self._fd is None:
-            private_dir(self.path.parent)
-            # O_APPEND makes each line one atomic write even with several writers.
-            self._fd = open_private_append(self.path)
-        os.write(self._fd, line)
+        try:
+            if self._fd is None:
+                private_dir(self.path.parent)
+                # O_APPEND makes each line one atomic write even with several writers.
+                self._fd = open_private_append(self.path)
+            os.write(self._fd, line)
+        except OSError as error:
+            raise JournalWriteError(
+                f"cannot write the run's journal {self.path}: {error}"
+            ) from error
 
     def close(self) -> None:
         if self._fd is not None:

@@ -20,6 +20,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from types import FrameType
@@ -186,16 +187,45 @@ class InterruptWatch:
         return task.result()
 
 
+LEAVE_AFTER_SECONDS = 5.0
+"""How long the command line lets a Ctrl-C before the flow unwind before it leaves anyway."""
+
+
 def raise_on_sigint(signum: int, frame: FrameType | None) -> None:
     """Before the flow starts, Ctrl-C unwinds at once, wherever the main thread is."""
     raise KeyboardInterrupt
 
 
+def _raise_and_leave_soon(signum: int, frame: FrameType | None) -> None:
+    """The command line's Ctrl-C before the flow: unwind, and leave for sure.
+
+    A KeyboardInterrupt raised wherever the main thread happens to be can be lost: in a
+    finalizer it is only printed, and one that lands inside an import can leave the
+    import's lock held, so that the next thread importing that module waits for good.
+    If the process has not ended after ``LEAVE_AFTER_SECONDS``, it leaves at once (no call
+    is made before the flow's watch begins, and completed judgments are journaled).
+    """
+
+    def leave() -> None:
+        time.sleep(LEAVE_AFTER_SECONDS)
+        sys.stderr.write("juryflow: interrupted (SIGINT); stopping at once\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODES[signal.SIGINT])
+
+    threading.Thread(target=leave, name="juryflow-leave", daemon=True).start()
+    raise KeyboardInterrupt
+
+
 def honour_sigint() -> None:
-    """Ctrl-C stops juryflow from now on, even where the shell started it with SIGINT
-    ignored (a background job of a script): the judging's own watch honours it too."""
+    """The command line: Ctrl-C stops juryflow from now on, even where the shell started it
+    with SIGINT ignored (a background job of a script); the judging's watch honours it too."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, raise_on_sigint)
+        signal.signal(signal.SIGINT, _raise_and_leave_soon)
+
+
+def sigint_handled() -> bool:
+    """Has juryflow put its own Ctrl-C handler in place (the command line has)?"""
+    return signal.getsignal(signal.SIGINT) in (_raise_and_leave_soon, raise_on_sigint)
 
 
 # A Ctrl-C between the start of the flow and the judging's watch. It cannot be raised

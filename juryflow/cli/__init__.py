@@ -1,6 +1,32 @@
 """The `juryflow` command line: one module per group of commands, registered in
-:mod:`juryflow.cli.commands`."""
+:mod:`juryflow.cli.commands`.
 
-from juryflow.cli.commands import app, main
+The commands load when :func:`main` runs, not when this package is imported: loading them
+takes a second or two (Prefect, the SDKs), and a Ctrl-C in that time must end in one line,
+not a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
 
 __all__ = ["app", "main"]
+
+
+def main() -> None:
+    """The `juryflow` command."""
+    try:
+        from juryflow.cli.commands import main as run_command
+    except KeyboardInterrupt:
+        sys.stderr.write("juryflow: interrupted (SIGINT) while starting; nothing was done\n")
+        raise SystemExit(130) from None
+    run_command()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from juryflow.cli.commands import app
+
+        return app
+    raise AttributeError(f"module 'juryflow.cli' has no attribute {name!r}")

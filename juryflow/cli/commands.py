@@ -499,7 +499,15 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
+        sys.stderr.write("juryflow: interrupted (SIGINT)\n")
         sys.exit(130)
+    except SystemExit as leaving:
+        # Typer turns a Ctrl-C it catches (while a command's imports load, say) into a
+        # silent exit 130; a command that stops on Ctrl-C itself says more, and first.
+        caught = leaving.__context__
+        if caught is not None and isinstance(caught.__cause__, KeyboardInterrupt):
+            sys.stderr.write("juryflow: interrupted (SIGINT)\n")
+        raise
 
 
 if __name__ == "__main__":
