@@ -364,3 +364,23 @@ def alive_children(child: subprocess.Popen[str]) -> list[psutil.Process]:
         return alive(descendants(child.pid))
     except psutil.NoSuchProcess:
         return []
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0, 4.0])
+def test_ctrl_c_at_any_moment_of_start_up_ends_in_one_line(tmp_path: Path, delay: float) -> None:
+    """Issue 29: wherever start-up is when the Ctrl-C comes (imports, the ephemeral server,
+    the flow starting), juryflow ends with 130 and one line, never a traceback or a hang,
+    and no run is left `running`. The delays only spread the signal over start-up; each
+    phase must end the same way, so the test holds however fast the machine is."""
+    db = tmp_path / "early.duckdb"
+    with slow_stub() as stub:
+        child = start_run(tmp_path, stub, db, standalone_env())
+        time.sleep(delay)
+        os.killpg(child.pid, signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    text = out + err
+    assert child.returncode == 130, text
+    assert "Traceback" not in text and "Crash detected" not in text, text
+    assert len(err.strip().splitlines()) == 1 and "interrupted (SIGINT)" in err, text
+    runs = Store(db).query("SELECT run_id, status FROM runs")[1] if db.exists() else []
+    assert {status for _, status in runs} <= {"interrupted"}, runs

@@ -8,6 +8,7 @@ not a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -20,7 +21,10 @@ def main() -> None:
         from juryflow.cli.commands import main as run_command
     except KeyboardInterrupt:
         sys.stderr.write("juryflow: interrupted (SIGINT) while starting; nothing was done\n")
-        raise SystemExit(130) from None
+        sys.stderr.flush()
+        # Nothing to clean up yet; and the interpreter, having seen the KeyboardInterrupt,
+        # would end by SIGINT (-2) rather than with the exit code.
+        os._exit(130)
     run_command()
 
 
