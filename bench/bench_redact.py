@@ -1,10 +1,16 @@
-"""Time redact_text on long model answers, ordinary and adversarial (issue 29, point 7).
+"""Time redact_text and a judge's answer path on long model answers (issue 29, point 7).
 
 For each shape and size (1 M, 10 M, 30 M characters by default) it prints the best time of
 ``--repeats`` runs of ``redact_text`` and, per shape, the growth: time per character at the
 largest size over time per character at the smallest, ~1 for linear (a quadratic pass
 would give 30). Before issue 29 the adversarial shapes took 4.8 s at 60,000 characters and
 never finished at 250,000. Target: 30 M characters in under a second.
+
+Then the answer path, ``LLMJudge._judgment`` (no HTTP: the answer as the SDK hands it over):
+at those sizes an answer is over the limit (``MAX_ANSWER_CHARS``) and only its first 2 x
+limit characters are redacted; at the limit itself, the adversarial answers that pass it are
+redacted, parsed and anchored in full (many spans, repeated and distinct near misses,
+broken and nested braces, an unclosed fence before spaces).
 
 Shapes: ``prose`` (the bundled sample's responses, cycled), ``prose+secrets`` (the same
 with a URL carrying a key, an ``X-Api-Key`` header line, a Bearer token and an ``sk-`` key
@@ -27,17 +33,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from juryflow.judges.factory import build_judge
+from juryflow.judges.llm_judge import MAX_ANSWER_CHARS, LLMJudge, _CallTimer
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers.base import ModelResponse
 from juryflow.judges.redact import redact_text
+from juryflow.maths.records import Item
 
 TARGET_SECONDS = 1.0
 TARGET_SIZE = 30_000_000
 SECRET = "sk-proj-Zq7x31c4a9b8c7d6e5f4"
 
 
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
+
+
+def _sample_rows() -> list[dict[str, str]]:
+    with SAMPLE.open(encoding="utf-8") as rows:
+        return [json.loads(row) for row in rows]
+
+
 def _sample_prose() -> str:
-    path = Path(__file__).resolve().parents[1] / "examples" / "ragtruth_data2txt_sample.jsonl"
-    with path.open(encoding="utf-8") as rows:
-        return "\n\n".join(json.loads(row)["response"] for row in rows)
+    return "\n\n".join(row["response"] for row in _sample_rows())
 
 
 def _json_answer() -> str:
@@ -94,6 +111,73 @@ def best_seconds(run: Callable[[], object], repeats: int) -> float:
     return best
 
 
+def span_judge() -> tuple[LLMJudge, Item]:
+    """A span judge built the production way (no call is made) and the sample's first item."""
+    spec = JudgeSpec(
+        id="bench",
+        provider="openai",
+        model="bench-model",
+        prompt="data2txt_spans",
+        base_url="http://127.0.0.1:9/v1",
+    )
+    judge = build_judge(spec)
+    assert isinstance(judge, LLMJudge)
+    row = _sample_rows()[0]
+    return judge, Item(row["id"], {"reference": row["reference"], "response": row["response"]})
+
+
+def answers_at_the_limit(article: str) -> dict[str, str]:
+    """Answers of MAX_ANSWER_CHARS characters that the answer path parses and anchors."""
+    limit = MAX_ANSWER_CHARS
+
+    def spans(listed: list[str]) -> str:
+        head, tail = '{"reasoning": "r", "hallucination_list": [', "]}"
+        body, size = [], len(head) + len(tail)
+        for entry in listed:
+            quoted = json.dumps(entry)
+            if size + len(quoted) + 1 > limit:
+                break
+            body.append(quoted)
+            size += len(quoted) + 1
+        return head + ",".join(body) + tail
+
+    words = article.split()
+    near_miss = " ".join(words[2:6]).upper() + "."
+    fuzzy = " ".join(words[2:7]).replace("e", "a", 1)
+    return {
+        "one word listed again and again": spans([words[1]] * limit),
+        "a near miss listed again and again": spans([near_miss] * limit),
+        "distinct near misses": spans([f"{fuzzy} {i}" for i in range(limit)]),
+        "broken objects, then the answer": '{"a' * ((limit - 40) // 3)
+        + '{"hallucination_list": []}',
+        "nested braces": '{"a": ' * (limit // 6),
+        "unclosed fence, spaces": "```" + " " * (limit - 40) + '{"hallucination_list": []}',
+        "letters": "a" * limit,
+    }
+
+
+def answer_path_rows(sizes: list[int], repeats: int) -> None:
+    judge, item = span_judge()
+
+    def path(answer: str) -> None:
+        judge._judgment(item, ModelResponse(answer), 1, _CallTimer(), {})
+
+    print(f"answer path (LLMJudge._judgment), best of {repeats} runs")
+    over = [size for size in sizes if size > MAX_ANSWER_CHARS]
+    seconds = []
+    for size in over:
+        answer = shapes()["prose+secrets"](size)
+        seconds.append(best_seconds(lambda answer=answer: path(answer), repeats))
+    if over:
+        print(row("", [f"{size:,}" for size in over]))
+        cells = [f"{s:.3f}s" for s in seconds]
+        print(row("over the limit", cells, "   (prose+secrets: 2 x limit redacted, cut)"))
+    print(f"at the limit ({MAX_ANSWER_CHARS:,} characters): redacted, parsed, anchored")
+    for name, answer in answers_at_the_limit(item.text("response")).items():
+        took = best_seconds(lambda answer=answer: path(answer), repeats)
+        print(f"  {name:36} {len(answer):>9,} characters {took:8.3f}s", flush=True)
+
+
 def growth(seconds: list[float], sizes: list[int]) -> float:
     """Time per character at the last size over time per character at the first."""
     if not seconds[0]:
@@ -129,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             f"slowest shape at {TARGET_SIZE:,} characters: {slowest[TARGET_SIZE]:.3f} s "
             f"(target < {TARGET_SECONDS:g} s: {verdict})"
         )
+    answer_path_rows(sizes, args.repeats)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ _SENSITIVE_NAME = re.compile(
 #   of the text, see _sub_after_boundary). A pattern that begins with a character class
 #   lets re skip, in C, every character that cannot begin a match; a lookbehind, \b or an
 #   optional group there would cost a Python-level match attempt at every position;
-# - a pattern that begins with a literal (Basic, AKIA) checks its \b behind it instead.
+# - a pattern that begins with a literal or a letter (Basic, AKIA, Bearer, cookie) checks
+#   its \b behind it instead.
 
 _SCHEME_CHAR = r"A-Za-z0-9+.\-"
 _URL = re.compile(
@@ -69,10 +70,11 @@ _HEADER_LINE = re.compile(
     # A header name ends where its run of [a-z0-9-] ends (the separator follows), so the
     # run is checked for a separator after it first, then walked once to the leftmost place
     # a name may begin: the first "x-" at a word boundary (any later x-...key has less
-    # after it for the keyword), else (proxy-)authorization or api-key ending the run.
-    rf"(?P<pre>(?-i:[^{_HEADER_CHAR_FOLDED}]))(?=[a-z0-9-]*+[\"']?\s*[:=])"
-    r"(?P<lead>(?>[a-z0-9-]*?\b(?=x-))"
-    r"|(?>[a-z0-9-]*?\b(?=(?:(?:proxy-)?authorization|api-key)(?![a-z0-9-]))))"
+    # after it for the keyword), else (proxy-)authorization or api-key ending the run. The
+    # run is scanned with its folded class spelled out: a plain class is faster to test.
+    rf"(?P<pre>(?-i:[^{_HEADER_CHAR_FOLDED}]))(?=(?-i:[{_HEADER_CHAR_FOLDED}]*+)[\"']?\s*[:=])"
+    rf"(?P<lead>(?>(?-i:[{_HEADER_CHAR_FOLDED}]*?)\b(?=x-))"
+    rf"|(?>(?-i:[{_HEADER_CHAR_FOLDED}]*?)\b(?=(?:(?:proxy-)?authorization|api-key)(?![a-z0-9-]))))"
     r"(?P<name>x-(?>[a-z0-9-]*?(?:token|secret|auth|key))[a-z0-9-]*+"
     r"|(?:proxy-)?authorization|api-key)"
     r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\"'\r\n,;}]+)",
@@ -80,10 +82,12 @@ _HEADER_LINE = re.compile(
 )
 _COOKIE_LINE = re.compile(
     # A cookie header is itself a ;-separated list: masked to the end of its line or quote.
-    r"(?P<pre>\W)(?P<name>(?:set-)?cookie)(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\"'\r\n]+)",
+    # Its first letter (as re.IGNORECASE folds it) begins the pattern, \b checked behind it.
+    r"(?P<name>(?-i:[sS\u017fcC])(?<!\w.)(?:(?<=[sS\u017f])et-cookie|(?<=[cC])ookie))"
+    r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\"'\r\n]+)",
     re.IGNORECASE,
 )
-_BEARER_TOKEN = re.compile(r"(?P<pre>\W)bearer\s+[^\s'\",;]+", re.IGNORECASE)
+_BEARER_TOKEN = re.compile(r"(?-i:[Bb])(?<!\w.)earer\s+[^\s'\",;]+", re.IGNORECASE)
 _BASIC_TOKEN = re.compile(r"Basic(?<!\wBasic)\s+(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")
 _KEY_CHAR = "A-Za-z0-9_-"
 _KEY_PREFIX = "(?:sk|rk|gsk|xai|hf|ghp|gho|github_pat|glpat)[-_]"
@@ -93,7 +97,7 @@ _KEY_SHAPED = re.compile(
     # boundary inside the run follows a "-", so the run is walked "-" to "-" to the first
     # prefix: if that sk-like key has no digit or is too short, no later one in the run has
     # either (each has less after it), and the first AIza key long enough is the match.
-    rf"(?P<pre>[^{_KEY_CHAR}])"
+    rf"(?P<pre>[^{_KEY_CHAR}])(?=[A-Za-z0-9_]*+-|{_KEY_PREFIX}|AIza)"  # a quick "maybe"
     rf"(?:(?P<lead>(?:(?!\b(?:{_KEY_PREFIX}|{_AIZA}))[A-Za-z0-9_]*+-)*+)"
     rf"\b(?:{_KEY_PREFIX}(?=[A-Za-z_-]*+\d)[{_KEY_CHAR}]{{12,}}|{_AIZA}[{_KEY_CHAR}]*+)"
     rf"|(?P<lead2>(?:(?!\b{_AIZA})[A-Za-z0-9_]*+-)*+)\b{_AIZA}[{_KEY_CHAR}]*+)"
@@ -237,15 +241,13 @@ def _redact_shapes(text: str) -> str:
     the words it needs occur (a substring test is tens of times faster than a pass of re)."""
     folded = _folded(text)
     if b"cookie" in folded:
-        text = _sub_after_boundary(
-            _COOKIE_LINE, lambda m: f"{m['pre']}{m['name']}{m['sep']}{MASK}", text
-        )
+        text = _COOKIE_LINE.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", text)
     if _may_hold_header(folded):
         text = _sub_after_boundary(
             _HEADER_LINE, lambda m: f"{m['pre']}{m['lead']}{m['name']}{m['sep']}{MASK}", text
         )
     if b"bearer" in folded:
-        text = _sub_after_boundary(_BEARER_TOKEN, lambda m: f"{m['pre']}Bearer {MASK}", text)
+        text = _BEARER_TOKEN.sub(f"Bearer {MASK}", text)
     text = _BASIC_TOKEN.sub(f"Basic {MASK}", text)
     if _may_hold_key(text):
         text = _sub_after_boundary(
