@@ -11,8 +11,11 @@ the official SDKs over HTTP against the stand-in.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -261,3 +264,15 @@ async def test_an_answer_at_the_limit_is_parsed(
     judgment = await judge.judge(ITEM)
     assert judgment.unscored_reason is None
     assert judgment.score == 0.3
+
+
+def test_bench_redact_runs_at_a_tiny_size() -> None:
+    # Its figures are the bench's to print (bench/README.md), never asserted here.
+    bench = Path(__file__).resolve().parents[1] / "bench" / "bench_redact.py"
+    result = subprocess.run(
+        [sys.executable, str(bench), "--sizes", "1000,3000", "--repeats", "1"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for label in ("prose+secrets", "sk-sk-sk-", "at the limit", "distinct near misses"):
+        assert label in result.stdout
