@@ -35,6 +35,7 @@ from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
 from juryflow.maths.records import Item
+from juryflow.storage.journal import JournalWriteError
 
 CALLS_PER_PROCESS = 256
 """Concurrent calls one process is given by default: at ~2 ms of CPU per call a core serves
@@ -379,7 +380,14 @@ class WorkerPool:
         if waiting is None or waiting.done():
             return
         if message.error is not None:
-            waiting.set_exception(RuntimeError(f"a judge worker failed: {message.error}"))
+            # A journal a worker cannot write (a full disk) stops the run as it does in the
+            # flow's own process: by its type, which says what to fix.
+            failed = (
+                JournalWriteError
+                if message.error.startswith(f"{JournalWriteError.__name__}:")
+                else RuntimeError
+            )
+            waiting.set_exception(failed(f"a judge worker failed: {message.error}"))
         else:
             waiting.set_result(message.chunks)
 

@@ -98,12 +98,15 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_full_disk_ends_in_one_line_and_resume_after_freeing_space_completes(
-    tmp_path: Path, small_disk: Path
+    tmp_path: Path, small_disk: Path, workers: str
 ) -> None:
+    """With worker processes too: a worker that cannot journal stops the run the same way."""
     db = small_disk / "full.duckdb"
     with slow_stub() as stub:
-        child = start_run(tmp_path, stub, db, child_env(JURYFLOW_TEST_KEY=KEY))
+        env = child_env(JURYFLOW_TEST_KEY=KEY)
+        child = start_run(tmp_path, stub, db, env, "--workers", workers)
         run_id = wait_for_judgments(child, db, at_least=1, timeout=300)
         err = _ended_in_one_line(child, run_id, db)
         assert "is full" in err and "free some space" in err, err
