@@ -112,3 +112,29 @@ def test_a_full_disk_ends_in_one_line_and_resume_after_freeing_space_completes(
         assert "is full" in err and "free some space" in err, err
         subprocess.run(["mount", "-o", "remount,size=256m", str(small_disk)], check=True)
         _resume_completes(stub, db, run_id)
+
+
+def _chattr(flag: str, path: Path) -> bool:
+    if shutil.which("chattr") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+def test_a_store_made_immutable_mid_run_ends_in_one_line_and_resume_completes(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: a store that became immutable left the run `running` with a traceback."""
+    db = tmp_path / "frozen.duckdb"
+    with slow_stub() as stub:
+        child = start_run(tmp_path, stub, db, child_env(JURYFLOW_TEST_KEY=KEY))
+        run_id = wait_for_judgments(child, db, at_least=120)
+        if not _chattr("+i", db):
+            child.kill()
+            child.communicate()
+            pytest.skip("chattr +i is not available here (root on ext4/xfs needed)")
+        try:
+            err = _ended_in_one_line(child, run_id, db)
+        finally:
+            _chattr("-i", db)
+        assert "can no longer be written" in err and "make it writable again" in err, err
+        _resume_completes(stub, db, run_id)

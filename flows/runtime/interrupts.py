@@ -187,7 +187,7 @@ class InterruptWatch:
         return task.result()
 
 
-LEAVE_AFTER_SECONDS = 5.0
+LEAVE_AFTER_SECONDS = 1.5
 """How long the command line lets a Ctrl-C before the flow unwind before it leaves anyway."""
 
 
