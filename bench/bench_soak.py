@@ -202,7 +202,7 @@ def run_segment(
     segment.last_line = text.strip().splitlines()[-1] if text.strip() else ""
     segment.tracebacks = text.count("Traceback")
     segment.waiting_notices = text.count("waiting for the store")
-    if segment.exit_code not in (0, 2, 130, 143, -9):
+    if segment.exit_code not in (0, 2, 130, 143, -9) or segment.tracebacks:
         print(f"  {segment.name}: unexpected exit {segment.exit_code}\n{text[-2000:]}")
     segment.ok_answers = ok_calls(stats) - ok_before
     segment.pairs_done = answered_pairs(db) - pairs_before

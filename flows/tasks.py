@@ -16,6 +16,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from juryflow.flows.runtime import progress
+from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.judges.base import Judge
 from juryflow.judges.breaker import StoppedJudge, breaker_for
 from juryflow.judges.budget import BudgetReached, budget_of
@@ -136,7 +137,10 @@ async def judge_items(
         elif isinstance(result, BudgetReached):
             unjudged.append(item.item_id)
         elif isinstance(result, JournalWriteError):
-            raise result  # the run stops: a judgment it cannot keep is no judgment
+            # The run stops: a judgment it cannot keep is no judgment. It says so in one
+            # line; Prefect's report of this task failing would only repeat it.
+            quiet_stopped_run()
+            raise result
         elif isinstance(result, Exception):
             # A judge should return unscored rather than raise; if one raises anyway, only
             # that item is lost for that judge, and the row says why.
