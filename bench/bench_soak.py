@@ -215,18 +215,20 @@ def answered_pairs(db: Path) -> int:
     from juryflow.storage.journal import Journal, journal_path
     from juryflow.storage.store import Store
 
-    if not db.exists():
-        return 0
-    store = Store(db)
-    run_id = store.latest_run_id()
+    # a store the segment deleted: the journal holds what the run answered
+    journals = sorted((db.parent / f"{db.name}.journal").glob("*.jsonl"))
+    journaled = journals[0].stem if journals else None
+    run_id = Store(db).latest_run_id() if db.exists() else journaled
     if run_id is None:
         return 0
-    _, rows = store.query(
-        "SELECT item_id, judge_id FROM judgments WHERE run_id = ? "
-        "AND coalesce(unscored_reason, '') NOT LIKE 'provider error%'",
-        [run_id],
-    )
-    pairs = {(str(item), str(judge)) for item, judge in rows}
+    pairs: set[tuple[str, str]] = set()
+    if db.exists():
+        _, rows = Store(db).query(
+            "SELECT item_id, judge_id FROM judgments WHERE run_id = ? "
+            "AND coalesce(unscored_reason, '') NOT LIKE 'provider error%'",
+            [run_id],
+        )
+        pairs = {(str(item), str(judge)) for item, judge in rows}
     for judgment in Journal(journal_path(db, run_id)).replay():
         if not (judgment.unscored_reason or "").startswith("provider error"):
             pairs.add((judgment.item_id, judgment.judge_id))
