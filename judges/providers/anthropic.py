@@ -56,7 +56,8 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
             http_client=http,
         )
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    def _parameters(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages API body for ``request``: sent as is, or as one request of a batch."""
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
@@ -66,6 +67,10 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
         }
         if request.structured:
             body.update(_tool_parameters(request.output_kind))
+        return body
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = self._parameters(request)
         try:
             # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the
             # body read once as JSON instead of also built into a typed Message per call.
