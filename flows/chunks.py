@@ -24,7 +24,9 @@ from juryflow.judges.budget import Budget
 from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
 from juryflow.maths.consensus import item_consensus
+from juryflow.maths.early_stop import is_decided
 from juryflow.maths.records import Consensus, Item, Judgment
+from juryflow.planning.early_stop_plan import EarlyStopPlan, early_stop_plan
 from juryflow.planning.run_setup import RunPlan
 from juryflow.storage.datasets import (
     RowError,
@@ -114,6 +116,13 @@ class ChunkRunner:
         # A rule that weighs judges by a reliability fitted over the whole run cannot be
         # applied chunk by chunk: chunks get the default rule, and the run's end refits.
         self.chunk_rule = plan.rule.provisional()
+        # Judged by the run's own rule: one fitted at the run's end is refused.
+        self.early, self.early_refused = early_stop_plan(
+            plan.panel, plan.rule, plan.quorum, plan.seed
+        )
+        self.skipped: dict[str, set[str]] = {}
+        """Judges an earlier invocation left out of an item as decided (early stopping)."""
+        self.panel_index = {spec.id: n for n, spec in enumerate(plan.panel.judges)}
         if plan.resumed:
             self._load_previous_work()
 
@@ -135,6 +144,9 @@ class ChunkRunner:
             (j.item_id, j.judge_id) for js in self.replayed.values() for j in js
         }
         self.done_consensus = store.consensus_item_ids(run_id)
+        for item_id, judge_id in store.skipped_pairs(run_id):
+            self.skipped.setdefault(item_id, set()).add(judge_id)
+            self.done_pairs.add((item_id, judge_id))
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
         # Keys without a judge: with --workers this process makes no call (nor imports SDKs).
@@ -199,13 +211,15 @@ class ChunkRunner:
         progress.judged(cached + fresh if self.distributed else cached)
         return cached + fresh
 
-    async def _judge_on_workers(self, pool: WorkerPool, items: list[Item]) -> list[list[Judgment]]:
-        """Every judge's answers for a chunk, from one request to the worker processes
+    async def _judge_on_workers(
+        self, pool: WorkerPool, work: list[tuple[JudgeSpec, list[Item]]]
+    ) -> list[list[Judgment]]:
+        """The answers of each judge on its items, from one request to the worker processes
         (which report each judgment as it completes)."""
-        specs = self.plan.panel.judges
-        prepared = await asyncio.gather(*(self._todo(spec, items) for spec in specs))
-        work = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
-        chunks = await pool.judge(work) if work else {}
+        specs = [spec for spec, _ in work]
+        prepared = await asyncio.gather(*(self._todo(spec, items) for spec, items in work))
+        todo = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
+        chunks = await pool.judge(todo) if todo else {}
         answers: list[list[Judgment]] = []
         for spec, (cached, _) in zip(specs, prepared, strict=True):
             progress.judged(cached)
@@ -217,53 +231,151 @@ class ChunkRunner:
             answers.append(cached + list(chunk.judgments))
         return answers
 
-    async def run_chunk(self, items: list[Item], index: int) -> int:
-        self.in_flight[index] = items
+    async def _judge_work(
+        self, work: list[tuple[JudgeSpec, list[Item]]], index: int
+    ) -> list[Judgment]:
+        """Each judge's answers on its items (one request to the workers, or local tasks)."""
+        work = [(spec, items) for spec, items in work if items]
+        if not work:
+            return []
         if self.pool is not None:
-            results = await self._judge_on_workers(self.pool, items)
+            results = await self._judge_on_workers(self.pool, work)
         else:
             results = await asyncio.gather(
-                *(self._judge(spec, items, index) for spec in self.plan.panel.judges)
+                *(self._judge(spec, items, index) for spec, items in work)
             )
-        new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
-        new += [judgment for judgments in results for judgment in judgments]
+        return [judgment for judgments in results for judgment in judgments]
+
+    def _open(self, item: Item, known: list[Judgment], early: EarlyStopPlan) -> list[str]:
+        """The judges not yet heard on ``item`` whose answers could still change its result
+        (all of them), or [] when it is decided."""
+        heard = {j.judge_id for j in known} | self.skipped.get(item.item_id, set())
+        missing = [spec.id for spec in early.order if spec.id not in heard]
+        if not missing or early.in_audit(item.item_id):
+            return missing
+        decided = is_decided(
+            item.item_id,
+            self._in_panel_order(known),
+            [early.shapes[judge_id] for judge_id in missing],
+            n_judges=len(self.plan.panel.judges),
+            text=item.text(self.plan.text_variable),
+            quorum=self.plan.quorum,
+            rule=self.chunk_rule,
+        )
+        return [] if decided else missing
+
+    async def _judge_in_rounds(
+        self,
+        items: list[Item],
+        index: int,
+        by_item: dict[str, list[Judgment]],
+        early: EarlyStopPlan,
+    ) -> list[Judgment]:
+        """Exact early stopping: the first judges on every item (every judge on the audit
+        sample), then one more judge at a time on the items still open."""
+        audit = {i.item_id for i in items if early.in_audit(i.item_id)}
+        work = [
+            (spec, items if n < early.first else [i for i in items if i.item_id in audit])
+            for n, spec in enumerate(early.order)
+        ]
+        fresh: list[Judgment] = []
+        waiting = [i for i in items if i.item_id not in audit]
+        for spec in (None, *early.order[early.first :]):
+            if spec is not None:
+                # Only the items this judge could still change; the order is fixed, so a
+                # judge reached here is the next one each open item would call.
+                open_items = [
+                    i for i in waiting if spec.id in self._open(i, by_item[i.item_id], early)
+                ]
+                if not open_items:
+                    continue
+                work = [(spec, open_items)]
+            answers = await self._judge_work(work, index)
+            for judgment in answers:
+                by_item[judgment.item_id].append(judgment)
+            fresh += answers
+        return fresh
+
+    def _in_panel_order(self, judgments: Iterable[Judgment]) -> list[Judgment]:
+        # One order whatever order they were called in: a mean summed in another order can
+        # differ in its last bit, and an early-stopped run must match a full one exactly.
+        return sorted(
+            judgments, key=lambda j: self.panel_index.get(j.judge_id, len(self.panel_index))
+        )
+
+    async def run_chunk(self, items: list[Item], index: int) -> int:
+        self.in_flight[index] = items
         by_item: dict[str, list[Judgment]] = {
             i.item_id: list(self.stored.pop(i.item_id, [])) for i in items
         }
+        new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
         for judgment in new:
             by_item[judgment.item_id].append(judgment)
+        early = self.early
+        if early is None:
+            fresh = await self._judge_work(
+                [(spec, items) for spec in self.plan.panel.judges], index
+            )
+            for judgment in fresh:
+                by_item[judgment.item_id].append(judgment)
+        else:
+            fresh = await self._judge_in_rounds(items, index, by_item, early)
+        new += fresh
         text_variable = self.plan.text_variable
         n_judges = len(self.plan.panel.judges)
-        consensus = [
-            item_consensus(
-                item.item_id,
-                by_item[item.item_id],
-                n_judges=n_judges,
-                text=item.text(text_variable),
-                quorum=self.plan.quorum,
-                rule=self.chunk_rule,
+        consensus: list[Consensus] = []
+        skipped: list[tuple[str, str]] = []
+        audit: list[str] = []
+        for item in items:
+            if item.item_id in self.done_consensus:
+                continue
+            judged = {j.judge_id for j in by_item[item.item_id]}
+            left_out: list[str] = []
+            if len(judged) < n_judges:
+                # An item a judge left for lack of budget gets its consensus when --resume
+                # has all its judgments (as for an interrupted chunk), unless early stopping
+                # proves the judges not heard cannot change it.
+                if early is None or self._open(item, by_item[item.item_id], early):
+                    continue
+                earlier = self.skipped.get(item.item_id, set())
+                left_out = [s.id for s in early.order if s.id not in judged | earlier]
+            skipped += [(item.item_id, judge_id) for judge_id in left_out]
+            if early is not None and early.in_audit(item.item_id):
+                audit.append(item.item_id)
+            consensus.append(
+                item_consensus(
+                    item.item_id,
+                    self._in_panel_order(by_item[item.item_id]),
+                    n_judges=n_judges,
+                    text=item.text(text_variable),
+                    quorum=self.plan.quorum,
+                    rule=self.chunk_rule,
+                )
             )
-            for item in items
-            if item.item_id not in self.done_consensus
-            # An item a judge left for lack of budget gets its consensus when --resume has
-            # all its judgments (as for an interrupted chunk).
-            and len({j.judge_id for j in by_item[item.item_id]}) == n_judges
-        ]
+        if skipped:
+            progress.emit(progress.Skipped(len(skipped)))
         async with self.write_lock:
             if self.closed:
                 return 0  # the run has ended: its status row is final, nothing lands after it
             await _finish_even_if_cancelled(
-                asyncio.to_thread(self._write_chunk, items, new, consensus)
+                asyncio.to_thread(self._write_chunk, items, new, consensus, skipped, audit)
             )
             del self.in_flight[index]
         progress.report("items_done", len(items))
         return len(items)
 
     def _write_chunk(
-        self, items: list[Item], judgments: list[Judgment], consensus: list[Consensus]
+        self,
+        items: list[Item],
+        judgments: list[Judgment],
+        consensus: list[Consensus],
+        skipped: list[tuple[str, str]],
+        audit: list[str],
     ) -> None:
         self.check_lease()
-        self.plan.store.write_chunk(self.plan.run_id, items, judgments, consensus)
+        self.plan.store.write_chunk(
+            self.plan.run_id, items, judgments, consensus, skipped=skipped, audit=audit
+        )
         # The write's Arrow tables and DuckDB's checkpoint are the run's largest short-lived
         # allocations; handing their pages back keeps the next chunk's peak where this one's was.
         release_free_heap()

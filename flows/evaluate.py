@@ -231,6 +231,8 @@ async def evaluate(
     run_id: str | None = None,
     data_path: str | None = None,
     take_over: bool = False,
+    early_stop: bool | None = None,
+    audit_fraction: float | None = None,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
 
@@ -238,7 +240,8 @@ async def evaluate(
     ``run_id`` (created by the first shard to start); the last shard to finish completes
     the run. ``take_over``: claim the shard even if another process on another machine
     holds it (one on this machine is checked). ``data_path``: where a new lake
-    (``db="ducklake:..."``) keeps its files.
+    (``db="ducklake:..."``) keeps its files. ``early_stop`` / ``audit_fraction``: the
+    panel's settings of the same name, overridden (exact early stopping).
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
     the run then ends ``interrupted`` and ``--resume`` judges the rest.
@@ -279,6 +282,8 @@ async def evaluate(
                 run_id=run_id,
                 data_path=data_path,
                 take_over=take_over,
+                early_stop=early_stop,
+                audit_fraction=audit_fraction,
             ),
             workers=workers,
             distributed=distributed,

@@ -211,6 +211,16 @@ class PanelSpec(BaseModel):
     """The consensus rule (``score``, ``spans``, ``verdict``, ``weights``); see
     :mod:`juryflow.maths.reducers`. Default: median scores, majority-overlap spans, verdict
     auto."""
+    early_stop: bool = False
+    """Call a judge on an item only while its answer can still change the consensus (exact:
+    see :mod:`juryflow.maths.early_stop`); a judge left out is stored as ``skipped:
+    decided``. Rules that cannot prove it (weighted, Dawid–Skene) call every judge."""
+    audit_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    """With ``early_stop``: the share of items (seeded) that every judge judges anyway, the
+    random sample agreement is measured on."""
+    judge_order: Literal["price", "panel"] = "price"
+    """With ``early_stop``: which judges are called first — the cheapest by the price table
+    (``price``), or the panel file's order (``panel``)."""
 
     @field_validator("judges")
     @classmethod

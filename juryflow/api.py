@@ -228,6 +228,8 @@ def run(
     max_cost: float | None = None,
     workers: int | None = None,
     progress: bool = True,
+    early_stop: bool | None = None,
+    audit_fraction: float | None = None,
 ) -> Run:
     """Judge every item of ``dataset`` with every judge of ``panel`` and store it all: the
     command ``juryflow run`` (defaults: the bundled sample and the offline panel).
@@ -237,7 +239,9 @@ def run(
     issuing calls once spent: :class:`~juryflow.flows.runtime.interrupts.RunInterrupted` is
     raised and the run resumes with ``juryflow run --resume RUN``. ``progress=False`` keeps the
     progress bar and lines off stderr. ``workers`` is ``--workers``: the processes making the
-    model calls.
+    model calls. ``early_stop`` (``--early-stop``) calls a judge only while it can still
+    change the item's consensus, the result unchanged; ``audit_fraction`` of the items get
+    every judge anyway (default: the panel's, 0.1).
     """
     _start_prefect()
     from rich.console import Console
@@ -256,7 +260,10 @@ def run(
     check_workers(workers, distributed=False, max_cost=max_cost)
     if max_cost is not None:
         check_budget(panel_file, store, None, max_cost, distributed=False)
-    preflight(source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration)
+    preflight(
+        source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration,
+        early_stop=early_stop, audit_fraction=audit_fraction,
+    )  # fmt: skip
     parameters = dict(
         dataset=source,
         panel=panel_file,
@@ -274,6 +281,8 @@ def run(
         seed=seed,
         max_cost=max_cost,
         workers=workers,
+        early_stop=early_stop,
+        audit_fraction=audit_fraction,
     )
     console = Console(stderr=True, quiet=not progress)
     # Off a terminal the run prints plain progress lines to stderr; progress=False drops them.

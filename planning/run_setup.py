@@ -13,6 +13,7 @@ from typing import Any
 from juryflow.judges.factory import check_keys
 from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
 from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
+from juryflow.planning.early_stop_plan import early_stop_plan
 from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from juryflow.storage.journal import Journal, journal_path, read_run_header, write_run_header
@@ -113,6 +114,23 @@ class RunPlan:
             if template.span_variable:
                 return template.span_variable
         return "response" if "response" in self.needed_variables else self.needed_variables[-1]
+
+
+def with_early_stop(
+    panel: PanelSpec, early_stop: bool | None, audit_fraction: float | None
+) -> PanelSpec:
+    """The panel with ``--early-stop`` / ``--audit-fraction`` over its own settings; stored
+    with the run, so a resume keeps them."""
+    changes: dict[str, Any] = {}
+    if early_stop is not None:
+        changes["early_stop"] = early_stop
+    if audit_fraction is not None:
+        if not 0.0 <= audit_fraction <= 1.0:
+            raise RunSetupError(
+                f"--audit-fraction {audit_fraction} is not a share: give one from 0 to 1"
+            )
+        changes["audit_fraction"] = audit_fraction
+    return panel.model_copy(update=changes) if changes else panel
 
 
 def public_panel(panel: PanelSpec) -> dict[str, Any]:
@@ -220,17 +238,20 @@ def preflight(
     quorum: int | None = None,
     db: str | None = None,
     calibration: str | None = None,
+    early_stop: bool | None = None,
+    audit_fraction: float | None = None,
 ) -> list[str]:
     """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
     the store (created or brought to the latest schema) and the named calibration.
     Returns warnings to show."""
-    panel_spec = load_panel(panel)
+    panel_spec = with_early_stop(load_panel(panel), early_stop, audit_fraction)
     check_keys(panel_spec)
     checked_inputs(panel_spec, dataset, mapping, quorum)
     store = Store(db)
     store.migrate()
-    consensus_rule_for(store, panel_spec, calibration)
-    return []
+    rule = consensus_rule_for(store, panel_spec, calibration)
+    _, refused = early_stop_plan(panel_spec, rule, quorum, 0)
+    return [refused] if refused else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +397,8 @@ def plan_run(
     run_id: str | None = None,
     data_path: str | None = None,
     take_over: bool = False,
+    early_stop: bool | None = None,
+    audit_fraction: float | None = None,
 ) -> RunPlan:
     check_sizes(chunk_size, max_chars)
     check_selection(limit, sample)
@@ -401,6 +424,8 @@ def plan_run(
         limit=limit,
         sample=sample,
         seed=seed,
+        early_stop=early_stop,
+        audit_fraction=audit_fraction,
     )
     if spec is None:
         store.create_run(record)
@@ -428,9 +453,11 @@ def _new_run(
     limit: int | None,
     sample: int | None,
     seed: int,
+    early_stop: bool | None = None,
+    audit_fraction: float | None = None,
 ) -> tuple[RunPlan, RunRecord]:
     """The plan of a new run (or shard) and the run row it would write; nothing written."""
-    panel_spec = load_panel(panel)
+    panel_spec = with_early_stop(load_panel(panel), early_stop, audit_fraction)
     check_keys(panel_spec)
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
     if not dataset_path.is_file():

@@ -329,6 +329,32 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        11,
+        """
+        -- Issue 24: exact early stopping. A judge a run did not call on an item, because the
+        -- judges it did call had already fixed the consensus; never a judgment, never
+        -- unscored. `--resume` does not call it either.
+        CREATE TABLE skipped_judgments (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            reason VARCHAR NOT NULL           -- decided
+        );
+        -- The items an early-stopping run had every judge judge anyway (a seeded random
+        -- sample): agreement between judges is measured on them.
+        CREATE TABLE audit_items (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL
+        );
+        """,
+    ),
+)
+
+# Numbered blocks may be written in any order in this file; they apply in number order.
+MIGRATIONS = tuple(sorted(MIGRATIONS))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 TABLES = (
@@ -348,6 +374,8 @@ TABLES = (
     "annotations",
     "run_shards",
     "store_meta",
+    "skipped_judgments",
+    "audit_items",
 )
 
 

@@ -50,7 +50,14 @@ class ItemsDone:
     count: int
 
 
-Event = Started | Total | Judged | ItemsDone
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Judges early stopping left out because the items were already decided: no call."""
+
+    count: int
+
+
+Event = Started | Total | Judged | ItemsDone | Skipped
 Listener = Callable[[Event], None]
 
 _listeners: list[Listener] = []

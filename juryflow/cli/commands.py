@@ -153,6 +153,24 @@ def run(
             "(default: $JURYFLOW_DATA_PATH).",
         ),
     ] = None,
+    early_stop: Annotated[
+        bool | None,
+        typer.Option(
+            "--early-stop/--no-early-stop",
+            help="Call a judge only while its answer can still change the item's consensus "
+            "(the result is unchanged; default: the panel's early_stop).",
+        ),
+    ] = None,
+    audit_fraction: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="F",
+            help="With --early-stop: this share of the items gets every judge anyway; "
+            "agreement is measured on them (default: the panel's, 0.1).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB (a file,
@@ -189,8 +207,9 @@ def run(
                 from juryflow.storage.store import Store
 
                 _refuse_settings_on_resume(
-                    quorum=quorum, calibration=calibration, limit=limit, sample=sample
-                )
+                    quorum=quorum, calibration=calibration, limit=limit, sample=sample,
+                    early_stop=early_stop, audit_fraction=audit_fraction,
+                )  # fmt: skip
                 # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
                 # a store deleted during the run is rebuilt from the run's journal first
                 restored = restore_from_journal(db, resume)
@@ -216,8 +235,9 @@ def run(
                 check_selection(limit, sample)
                 _check_budget(panel, db, None, max_cost, dask)
                 warnings = preflight(
-                    dataset, panel, mapping, quorum, db=db, calibration=calibration
-                )
+                    dataset, panel, mapping, quorum, db=db, calibration=calibration,
+                    early_stop=early_stop, audit_fraction=audit_fraction,
+                )  # fmt: skip
                 if shard is not None and run_id is not None:
                     from juryflow.planning.run_setup import preflight_shard
 
@@ -251,6 +271,8 @@ def run(
                     shard=shard,
                     run_id=run_id,
                     take_over=take_over,
+                    early_stop=early_stop,
+                    audit_fraction=audit_fraction,
                 ),
                 dask=dask,
             )

@@ -170,6 +170,18 @@ def _shortened(reason: str) -> str:
     return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
 
 
+def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    skipped = summary.get("skipped_decided") or 0
+    audit = summary.get("audit_items") or 0
+    if not skipped and not audit:
+        return []
+    calls = f"{skipped} not made ({summary.get('items_decided_early') or 0} items decided early)"
+    return [
+        ("judge calls skipped", calls),
+        ("audit items (every judge)", str(audit)),
+    ]
+
+
 def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
@@ -187,6 +199,7 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
         ),
         ("insufficient (quorum not met)", str(summary.get("insufficient", 0))),
         ("cache hits", str(summary.get("cache_hits", 0))),
+        *_early_stop_rows(summary),
         *_cost_rows(summary, cost),
         *_pace_rows(summary),
         ("rejected rows", str(summary.get("rejected_rows", 0))),

@@ -43,6 +43,7 @@ class Tally:
         "items_done",
         "judged",
         "judges",
+        "skipped",
         "unscored",
     )
 
@@ -52,6 +53,7 @@ class Tally:
         self.judges = 1
         self.items_done = 0
         self.judged = 0
+        self.skipped = 0
         self.earlier = 0
         self.unscored = 0
         self.cached = 0
@@ -67,6 +69,8 @@ class Tally:
                 self.earlier += event.count
         elif isinstance(event, progress.ItemsDone):
             self.items_done += event.count
+        elif isinstance(event, progress.Skipped):
+            self.skipped += event.count
         elif isinstance(event, progress.Total):
             self.items, self.judges = event.items, max(event.judges, 1)
         elif isinstance(event, progress.Started):
@@ -85,7 +89,7 @@ class Tally:
         total, rate = self.judgments, self.rate()
         if total is None or rate <= 0:
             return None
-        return max(total - self.judged, 0) / rate
+        return max(total - self.judged - self.skipped, 0) / rate
 
     def line(self) -> str:
         """``judged 1,234/6,000 · 41.2/s · ETA 1m55s · $0.12 · unscored 3 · items 617/3,000``"""
@@ -101,6 +105,8 @@ class Tally:
         ]
         if self.cached:
             parts.append(f"cached {self.cached:,}")
+        if self.skipped:
+            parts.append(f"decided early {self.skipped:,}")
         # items count once their chunk is stored: what a --resume would not judge again
         items = f"items {self.items_done:,}" + ("" if self.items is None else f"/{self.items:,}")
         parts.append(items)

@@ -48,6 +48,14 @@ class ReadsMixin(StoreBase):
             ).fetchall()
         return {(str(a), str(b)) for a, b in rows}
 
+    def skipped_pairs(self, run_id: str) -> set[tuple[str, str]]:
+        """(item, judge) pairs an early-stopping run left out as decided: a resume skips them."""
+        with self.read() as con:
+            rows = con.execute(
+                "SELECT item_id, judge_id FROM skipped_judgments WHERE run_id = ?", [run_id]
+            ).fetchall()
+        return {(str(a), str(b)) for a, b in rows}
+
     def item_ids(self, run_id: str) -> set[str]:
         with self.read() as con:
             rows = con.execute("SELECT item_id FROM items WHERE run_id = ?", [run_id]).fetchall()
@@ -122,7 +130,14 @@ class ReadsMixin(StoreBase):
             rejected = con.execute(
                 "SELECT count(*) FROM row_errors WHERE run_id = ?", [run_id]
             ).fetchone()
+            early = con.execute(
+                "SELECT (SELECT count(*) FROM skipped_judgments WHERE run_id = $run), "
+                "(SELECT count(DISTINCT item_id) FROM skipped_judgments WHERE run_id = $run), "
+                "(SELECT count(*) FROM audit_items WHERE run_id = $run)",
+                {"run": run_id},
+            ).fetchone()
         assert judged is not None and agreed is not None and rejected is not None
+        assert early is not None
         return {
             "judgments": judged[0],
             "scored": judged[1],
@@ -137,4 +152,7 @@ class ReadsMixin(StoreBase):
             "mean_spread": agreed[2],
             "insufficient": agreed[3],
             "rejected_rows": rejected[0],
+            "skipped_decided": early[0],
+            "items_decided_early": early[1],
+            "audit_items": early[2],
         }

@@ -84,6 +84,30 @@ def _insert_consensus(
     return _consensus_sets(results, span_table)
 
 
+def _insert_skipped(
+    con: duckdb.DuckDBPyConnection, run_id: str, skipped: Sequence[tuple[str, str]]
+) -> None:
+    table = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(skipped), pa.string()),
+            "item_id": pa.array([item for item, _ in skipped], pa.string()),
+            "judge_id": pa.array([judge for _, judge in skipped], pa.string()),
+            "reason": pa.array(["decided"] * len(skipped), pa.string()),
+        }
+    )
+    _append(con, "skipped_judgments", table)
+
+
+def _insert_audit(con: duckdb.DuckDBPyConnection, run_id: str, audit: Sequence[str]) -> None:
+    table = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(audit), pa.string()),
+            "item_id": pa.array(list(audit), pa.string()),
+        }
+    )
+    _append(con, "audit_items", table)
+
+
 class WritesMixin(StoreBase):
     def insert_items(self, run_id: str, items: Sequence[Item]) -> None:
         if items:
@@ -100,19 +124,23 @@ class WritesMixin(StoreBase):
         items: Sequence[Item],
         judgments: Sequence[Judgment],
         consensus: Sequence[Consensus],
+        skipped: Sequence[tuple[str, str]] = (),
+        audit: Sequence[str] = (),
     ) -> None:
-        """A finished chunk in one transaction: its items, judgments and consensus."""
+        """A finished chunk in one transaction: its items, judgments and consensus, and with
+        early stopping the (item, judge) pairs left out as decided and the audit items."""
         # A held session keeps its own buffer pool; a chunk's own connection gets the small
         # one of chunk writes (see chunk_write_memory_limit). A lake's connection is the
         # process's for good, so it keeps its own too.
         own_connection = self._held is None and self.lake is None
         limit = chunk_write_memory_limit() if own_connection else None
+        extra = (skipped, audit)
         try:
-            self._write_chunk(run_id, items, judgments, consensus, limit)
+            self._write_chunk(run_id, items, judgments, consensus, limit, extra)
         except _PoolTooSmall:
             # Long texts can need more than the small pool; the transaction was rolled
             # back, so the chunk is written again, with the store's own limit.
-            self._write_chunk(run_id, items, judgments, consensus, None)
+            self._write_chunk(run_id, items, judgments, consensus, None, extra)
 
     def _write_chunk(
         self,
@@ -121,7 +149,10 @@ class WritesMixin(StoreBase):
         judgments: Sequence[Judgment],
         consensus: Sequence[Consensus],
         memory_limit: str | None,
+        early: tuple[Sequence[tuple[str, str]], Sequence[str]] = ((), ()),
     ) -> None:
+        skipped, audit = early
+
         def _body(con: duckdb.DuckDBPyConnection) -> None:
             if memory_limit is not None:
                 # The setting outlives the transaction until this connection closes, so
@@ -132,6 +163,10 @@ class WritesMixin(StoreBase):
                     _insert_items(con, run_id, items)
                 judge_sets = _insert_judgments(con, run_id, judgments) if judgments else None
                 consensus_sets = _insert_consensus(con, run_id, consensus) if consensus else None
+                if skipped:
+                    _insert_skipped(con, run_id, skipped)
+                if audit:
+                    _insert_audit(con, run_id, audit)
                 _record_span_sets(con, run_id, items, judge_sets, consensus_sets)
             except duckdb.OutOfMemoryException as error:
                 if memory_limit is None:
@@ -210,6 +245,8 @@ class WritesMixin(StoreBase):
                 ("items", "", ""),
                 ("judgments", ", TRUE AS cached", ""),
                 ("judgment_spans", "", ""),
+                ("skipped_judgments", "", ""),
+                ("audit_items", "", ""),
                 # the sets travel with their rows; the consensus is made anew
                 ("span_sets", "", " AND kind <> 'consensus'"),
                 ("span_overlaps", "", " AND kind IN ('judge-judge', 'judge-gold')"),

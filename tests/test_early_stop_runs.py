@@ -1,0 +1,134 @@
+"""Exact early stopping end to end (issue 24, point 3): real Prefect, real HTTP to the
+stand-in's simulated span judges, real DuckDB. An early-stopped run makes fewer calls and
+stores the same consensus as a full run; the judges it left out are `skipped: decided`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from juryflow.flows.evaluate import evaluate
+from juryflow.maths.early_stop import in_audit
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.simulator import load_gold
+from juryflow.storage.store import Store
+from tests.conftest import SAMPLE
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness")]
+
+KEY_ENV = "JURYFLOW_EARLY_STOP_KEY"
+
+DECISION = (
+    "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
+    "c.verdict_rule, list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
+    "FILTER (WHERE s.item_id IS NOT NULL) "
+    "FROM consensus c LEFT JOIN consensus_spans s USING (run_id, item_id) "
+    "WHERE c.run_id = ? GROUP BY ALL ORDER BY c.item_id"
+)
+
+
+def sim_panel(path: Path, stub: StubHandle, extra: str = "") -> Path:
+    judges = (
+        ("strong", "anthropic", "stub-sim-spans-r0.8-f0.1-j0.2-n0.1"),
+        ("medium", "openai", "stub-sim-spans-r0.6-f0.3-j0.3-n0.2"),
+        ("weak", "openai", "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05"),
+    )
+    lines = ["name: sim-3span", "judges:"]
+    for judge_id, provider, model in judges:
+        url = stub.anthropic_base_url if provider == "anthropic" else stub.openai_base_url
+        lines.append(
+            f"  - {{id: {judge_id}, provider: {provider}, model: {model}, "
+            f"prompt: data2txt_spans, base_url: '{url}', api_key_env: {KEY_ENV}}}"
+        )
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+def _run(db: Path, panel: Path, **options: Any) -> dict[str, Any]:
+    return asyncio.run(
+        evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False, **options)
+    )
+
+
+def _rows(db: Path, run_id: str, sql: str) -> list[tuple[Any, ...]]:
+    with Store(db).read() as con:
+        return con.execute(sql, [run_id]).fetchall()
+
+
+@pytest.fixture(scope="module")
+def stub() -> Any:
+    with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as handle:
+        yield handle
+
+
+def test_an_early_stopped_run_stores_the_full_runs_consensus_with_fewer_calls(
+    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-early-stop")
+    panel = sim_panel(tmp_path / "panel.yaml", stub)
+    stub.stats.reset()
+    full = _run(tmp_path / "full.duckdb", panel)
+    full_calls = stub.stats.requests()
+    stub.stats.reset()
+    early = _run(tmp_path / "early.duckdb", panel, early_stop=True, audit_fraction=0.2)
+    early_calls = stub.stats.requests()
+
+    assert _rows(tmp_path / "early.duckdb", early["run_id"], DECISION) == _rows(
+        tmp_path / "full.duckdb", full["run_id"], DECISION
+    )
+    skipped = _rows(
+        tmp_path / "early.duckdb",
+        early["run_id"],
+        "SELECT item_id, judge_id, reason FROM skipped_judgments WHERE run_id = ?",
+    )
+    assert skipped, "the sample has items two judges decide"
+    assert early_calls == full_calls - len(skipped)
+    assert {reason for _, _, reason in skipped} == {"decided"}
+    # Cheapest first, and every stub model is unpriced: the panel's order, so only the
+    # third judge is ever left out.
+    assert {judge for _, judge, _ in skipped} == {"weak"}
+    audit = {
+        row[0]
+        for row in _rows(
+            tmp_path / "early.duckdb",
+            early["run_id"],
+            "SELECT item_id FROM audit_items WHERE run_id = ?",
+        )
+    }
+    items = _rows(
+        tmp_path / "early.duckdb", early["run_id"], "SELECT item_id FROM items WHERE run_id = ?"
+    )
+    assert audit == {row[0] for row in items if in_audit(row[0], 0.2, 0)}
+    assert not audit & {item for item, _, _ in skipped}
+    # Every item: each judge either answered (scored or not) or was left out as decided.
+    covered = _rows(
+        tmp_path / "early.duckdb",
+        early["run_id"],
+        "SELECT item_id, count(*) FROM (SELECT item_id, judge_id FROM judgments WHERE run_id = $1 "
+        "UNION ALL SELECT item_id, judge_id FROM skipped_judgments WHERE run_id = $1) "
+        "GROUP BY item_id HAVING count(*) <> 3",
+    )
+    assert covered == []
+    assert early["skipped_decided"] == len(skipped)
+
+
+def test_a_rule_that_cannot_prove_exactness_calls_every_judge(
+    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from juryflow.planning.run_setup import preflight
+
+    monkeypatch.setenv(KEY_ENV, "sk-early-stop")
+    weighted = "consensus: {verdict: weighted, weights: {strong: 2}}\nearly_stop: true\n"
+    panel = sim_panel(tmp_path / "panel.yaml", stub, weighted)
+    warnings = preflight(str(SAMPLE), str(panel), None, db=str(tmp_path / "w.duckdb"))
+    assert warnings == [
+        "early_stop is off for this run: verdict rule weighted is not proved exact "
+        "(a weight can turn a vote around); every judge is called"
+    ]
+    stub.stats.reset()
+    summary = _run(tmp_path / "w.duckdb", panel, limit=10)
+    assert stub.stats.requests() == 30
+    assert summary["skipped_decided"] == 0
