@@ -132,3 +132,39 @@ def test_a_rule_that_cannot_prove_exactness_calls_every_judge(
     summary = _run(tmp_path / "w.duckdb", panel, limit=10)
     assert stub.stats.requests() == 30
     assert summary["skipped_decided"] == 0
+
+
+def test_a_resumed_early_stopped_run_calls_no_judge_twice_and_none_it_left_out(
+    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped by its budget mid-way, then resumed: the calls of both invocations are those
+    of one uninterrupted early-stopped run, and so is the consensus."""
+    from prefect.exceptions import CancelledRun
+
+    monkeypatch.setenv(KEY_ENV, "sk-early-stop")
+    prices = "prices: {%s}\n" % ", ".join(
+        f"{model}: {{input: 1.0, output: 1.0}}"
+        for model in (
+            "stub-sim-spans-r0.8-f0.1-j0.2-n0.1",
+            "stub-sim-spans-r0.6-f0.3-j0.3-n0.2",
+            "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05",
+        )
+    )
+    panel = sim_panel(tmp_path / "panel.yaml", stub, prices + "early_stop: true\n")
+    stub.stats.reset()
+    whole = _run(tmp_path / "whole.duckdb", panel, chunk_size=10)
+    whole_calls = stub.stats.requests()
+    stub.stats.reset()
+    with pytest.raises(CancelledRun, match="budget reached") as stopped:
+        _run(tmp_path / "resumed.duckdb", panel, chunk_size=10, max_cost=0.05)
+    run_id = str(stopped.value).split("run ", 1)[1].split(" ", 1)[0]
+    first_calls = stub.stats.requests()
+    assert 0 < first_calls < whole_calls
+    resumed = asyncio.run(
+        evaluate(resume=run_id, db=str(tmp_path / "resumed.duckdb"), chunk_size=10)
+    )
+    assert stub.stats.requests() == whole_calls
+    assert _rows(tmp_path / "resumed.duckdb", resumed["run_id"], DECISION) == _rows(
+        tmp_path / "whole.duckdb", whole["run_id"], DECISION
+    )
+    assert resumed["skipped_decided"] == whole["skipped_decided"] > 0
