@@ -597,8 +597,18 @@ def agreement_report(
 ) -> AgreementReport:
     """Every agreement and accuracy figure of a run (the latest run when ``run_id`` is None),
     accuracy against the labels of gold source ``gold``."""
-    data = sa.load_run_data(store, run_id, gold)
+    everything = sa.load_run_data(store, run_id, gold)
     notes: list[str] = []
+    # An early-stopped run called some judges only where the others disagreed: agreement
+    # measured there would be agreement on the hard items. Its audit sample is random.
+    audit = sa.audit_mask(store, everything)
+    data = everything if audit is None else everything.restricted(audit)
+    if audit is not None:
+        notes.append(
+            f"early stopping: agreement, reliability and each judge's figures are over the "
+            f"{int(audit.sum())} audit items every judge judged; the consensus's accuracy "
+            f"is over all {len(everything.item_ids)} items"
+        )
     n_judges = len(data.judge_ids)
     if n_judges == 0:
         notes.append("the run has no judgments yet")
@@ -607,7 +617,7 @@ def agreement_report(
     for j, judge_id in enumerate(data.judge_ids):
         if np.isnan(data.scores[j]).all():
             notes.append(f"judge {judge_id!r} scored no item: left out of every statistic")
-    has_gold = data.has_gold
+    has_gold = everything.has_gold
     if not has_gold:
         notes.append(_NO_LABELS[gold])
     elif not data.has_gold_spans:
@@ -633,14 +643,15 @@ def agreement_report(
             accuracy.append(
                 _accuracy(data, lines, judge_id, data.verdicts[j], lines.judges[j], span_judge)
             )
+        all_lines = lines if audit is None else _Lines.of(everything)
         accuracy.append(
             _accuracy(
-                data,
-                lines,
+                everything,
+                all_lines,
                 "consensus",
-                data.consensus_verdict,
-                lines.consensus,
-                bool(lines.consensus.answered.any()),
+                everything.consensus_verdict,
+                all_lines.consensus,
+                bool(all_lines.consensus.answered.any()),
             )
         )
 
@@ -653,7 +664,7 @@ def agreement_report(
         status=data.info.status,
         dataset=data.info.dataset,
         panel_name=data.info.panel_name,
-        n_items=len(data.item_ids),
+        n_items=len(everything.item_ids),
         judges=data.judge_ids,
         groups=groups,
         judge_summaries=[_judge_summary(data, lines, j) for j in range(n_judges)],

@@ -466,6 +466,20 @@ class ItemSpans:
     def n_items(self) -> int:
         return int(self.answered.shape[0])
 
+    def take(self, keep: BoolArray) -> ItemSpans:
+        """The sets of the items where ``keep`` holds, renumbered in their order.
+
+        >>> sets = ItemSpans.from_lists([[(0, 1)], None, [(2, 3)]])
+        >>> sets.take(np.array([False, True, True])).to_lists()
+        [None, [(2, 3)]]
+        """
+        keep = np.asarray(keep, dtype=bool)
+        renumbered = np.cumsum(keep) - 1
+        rows = keep[self.item]
+        return ItemSpans(
+            renumbered[self.item[rows]], self.start[rows], self.end[rows], self.answered[keep]
+        )
+
     @classmethod
     def from_lists(cls, spans_per_item: Sequence[SpanList | None]) -> ItemSpans:
         """From per-item lists (``None`` = no answer), the form tests and notebooks write."""

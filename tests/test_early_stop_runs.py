@@ -114,6 +114,17 @@ def test_an_early_stopped_run_stores_the_full_runs_consensus_with_fewer_calls(
     assert covered == []
     assert early["skipped_decided"] == len(skipped)
 
+    # Agreement only where every judge judged (the random audit sample); the consensus's
+    # accuracy over every item, as the full run's.
+    from juryflow.analysis.agreement_report import agreement_report
+
+    report = agreement_report(Store(tmp_path / "early.duckdb"), early["run_id"])
+    whole = agreement_report(Store(tmp_path / "full.duckdb"), full["run_id"])
+    assert f"over the {len(audit)} audit items" in " ".join(report.notes)
+    by_predictor = {a.predictor: a for a in report.accuracy}
+    assert by_predictor["weak"].n_items == len(audit)
+    assert by_predictor["consensus"] == {a.predictor: a for a in whole.accuracy}["consensus"]
+
 
 def test_a_rule_that_cannot_prove_exactness_calls_every_judge(
     tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
@@ -142,14 +153,13 @@ def test_a_resumed_early_stopped_run_calls_no_judge_twice_and_none_it_left_out(
     from prefect.exceptions import CancelledRun
 
     monkeypatch.setenv(KEY_ENV, "sk-early-stop")
-    prices = "prices: {%s}\n" % ", ".join(
-        f"{model}: {{input: 1.0, output: 1.0}}"
-        for model in (
-            "stub-sim-spans-r0.8-f0.1-j0.2-n0.1",
-            "stub-sim-spans-r0.6-f0.3-j0.3-n0.2",
-            "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05",
-        )
+    models = (
+        "stub-sim-spans-r0.8-f0.1-j0.2-n0.1",
+        "stub-sim-spans-r0.6-f0.3-j0.3-n0.2",
+        "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05",
     )
+    priced = ", ".join(f"{model}: {{input: 1.0, output: 1.0}}" for model in models)
+    prices = f"prices: {{{priced}}}\n"
     panel = sim_panel(tmp_path / "panel.yaml", stub, prices + "early_stop: true\n")
     stub.stats.reset()
     whole = _run(tmp_path / "whole.duckdb", panel, chunk_size=10)

@@ -29,7 +29,7 @@ import contextlib
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -129,6 +129,22 @@ class RunData:
     def gold_spans(self) -> list[Spans | None]:
         """None where the item has no usable span labels."""
         return self.gold_span_set.to_lists()
+
+    def restricted(self, keep: np.ndarray) -> RunData:
+        """The same run over the items where ``keep`` holds (early stopping's audit sample)."""
+        keep = np.asarray(keep, dtype=bool)
+        return replace(
+            self,
+            item_ids=[item for item, kept in zip(self.item_ids, keep, strict=True) if kept],
+            scores=self.scores[:, keep],
+            verdicts=self.verdicts[:, keep],
+            span_sets=tuple(s.take(keep) for s in self.span_sets),
+            consensus_median=self.consensus_median[keep],
+            consensus_verdict=self.consensus_verdict[keep],
+            consensus_span_set=self.consensus_span_set.take(keep),
+            gold_hallucinated=self.gold_hallucinated[keep],
+            gold_span_set=self.gold_span_set.take(keep),
+        )
 
     @property
     def has_gold(self) -> bool:
@@ -388,6 +404,24 @@ def _modes(rows: list[tuple[Any, ...]], column: int) -> dict[str, str]:
         judge_id: min(found.items(), key=lambda kv: (-kv[1], kv[0]))[0]
         for judge_id, found in counts.items()
     }
+
+
+def audit_mask(store: Store, data: RunData) -> np.ndarray | None:
+    """Which of the run's items every judge judged, when the run stopped early on others
+    (they are its audit sample); None for a run that called every judge on every item."""
+    with store.read() as con:
+        skipped = con.execute(
+            "SELECT count(*) FROM skipped_judgments WHERE run_id = ?", [data.info.run_id]
+        ).fetchone()
+        if not skipped or not skipped[0]:
+            return None
+        audit = {
+            str(row[0])
+            for row in con.execute(
+                "SELECT item_id FROM audit_items WHERE run_id = ?", [data.info.run_id]
+            ).fetchall()
+        }
+    return np.asarray([item in audit for item in data.item_ids], dtype=bool)
 
 
 def load_run_data(store: Store, run_id: str | None = None, gold: GoldSource = "dataset") -> RunData:
