@@ -149,6 +149,20 @@ class StubConfig:
     script: dict[str, list[str]] = field(default_factory=dict)
     gold: Gold | None = None
     """Gold labels by response text, for the ``sim-*`` judges (see :func:`load_gold`)."""
+    batch_api: bool = True
+    """Whether the batch routes exist; without them they answer 404, as vLLM or Ollama do."""
+    batch_polls_to_finish: int = 3
+    """Polls of a batch until it has ended (see :mod:`juryflow.standin.batches`)."""
+    batch_seconds_to_finish: float | None = None
+    """When set, a batch ends this many seconds after creation instead, whatever the polls."""
+    batch_never_finishes: bool = False
+    """Batches stay in progress, processing nothing, until cancelled (or expired)."""
+    batch_polls_to_expire: int | None = None
+    """At this poll a batch not yet ended expires: its unprocessed requests expire."""
+    batch_max_requests: int | None = None
+    """Requests per batch; None: the provider's documented limit (50,000 / 100,000)."""
+    batch_max_bytes: int | None = None
+    """Bytes per input file / batch body; None: the provider's limit (200 MB / 256 MB)."""
 
     def __post_init__(self) -> None:
         rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop, self.malformed)
@@ -631,11 +645,17 @@ class StubServer:
         path = request.path.split("?", 1)[0]
         if not path.startswith("/_"):
             self.stats._request(request.path, request.headers)
+        from juryflow.standin import batches  # it imports this module: loaded on first use
+
         if request.method == "GET" and path == "/_stats":
-            return await _send(writer, 200, self.stats.snapshot())
+            stats = {**self.stats.snapshot(), "batches": batches.stats_of(self).snapshot()}
+            return await _send(writer, 200, stats)
         if request.method == "POST" and path == "/_reset":
             self.stats.reset()
+            batches.stats_of(self).reset()
             return await _send(writer, 200, {"ok": True})
+        if batches.is_batch_route(path):
+            return await batches.handle(self, request, writer)
         if path.endswith("/messages"):
             api = "anthropic"
         elif path.endswith("/chat/completions"):
