@@ -1,0 +1,238 @@
+"""OpenAI Batch API: requests as a JSONL file (``files.create``), a batch over it
+(``batches.create``), and the answers in its output and error files (``files.content``).
+
+One model per batch (the API refuses a file that mixes them), so requests are grouped by
+model before they are split at 50,000 requests / 200 MB per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+import openai
+
+from juryflow.judges.batches.base import (
+    BatchNotEnded,
+    BatchUnsupported,
+    OnCreated,
+    check_unique,
+    submit_split,
+)
+from juryflow.judges.batches.records import (
+    OPENAI_LIMITS,
+    BatchEntry,
+    BatchFailure,
+    BatchLimits,
+    BatchRequest,
+    BatchResult,
+    BatchState,
+    BatchStatus,
+    FailureKind,
+    SubmittedBatch,
+)
+from juryflow.judges.providers.base import ProviderError
+from juryflow.judges.providers.openai import OpenAIClient
+from juryflow.judges.providers.openai import _response as completion_response
+from juryflow.judges.redact import redact_text
+
+ENDPOINT: Final = "/v1/chat/completions"
+_UPLOAD_TIMEOUT = 600.0  # seconds: a 200 MB file takes longer than one judge call
+_STATES: dict[str, BatchState] = {
+    "validating": "validating",
+    "in_progress": "in_progress",
+    "finalizing": "finalizing",
+    "cancelling": "canceling",
+    "completed": "completed",
+    "cancelled": "canceled",
+    "expired": "expired",
+    "failed": "failed",
+}
+# The codes of requests that never ran, in the error file.
+_NOT_RUN: dict[str, FailureKind] = {"batch_expired": "expired", "batch_cancelled": "canceled"}
+
+
+class OpenAIBatchClient:
+    """A :class:`~juryflow.judges.batches.base.BatchClient` on an :class:`OpenAIClient`'s
+    endpoint, key and SDK client; request bodies are the ones it sends in real time."""
+
+    provider = "openai"
+
+    def __init__(self, client: OpenAIClient, limits: BatchLimits = OPENAI_LIMITS) -> None:
+        self.client = client
+        self.limits = limits
+
+    def __repr__(self) -> str:
+        return f"OpenAIBatchClient({self.client!r})"
+
+    async def submit(
+        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+    ) -> list[SubmittedBatch]:
+        check_unique(requests)
+        by_model: dict[str, list[BatchRequest]] = {}
+        for request in requests:
+            by_model.setdefault(request.request.model, []).append(request)
+        submitted: list[SubmittedBatch] = []
+        for group in by_model.values():
+            lines = [self._line(request) for request in group]
+
+            async def create(
+                chunk: range, group: list[BatchRequest] = group, lines: list[bytes] = lines
+            ) -> str:
+                data = b"".join(lines[i] for i in chunk)
+                return await self._create(data, [group[i].judge_id for i in chunk])
+
+            sizes = [len(line) for line in lines]
+            submitted += await submit_split(
+                self.provider, group, sizes, self.limits, create, on_created
+            )
+        return submitted
+
+    def _line(self, request: BatchRequest) -> bytes:
+        line = {
+            "custom_id": request.custom_id,
+            "method": "POST",
+            "url": ENDPOINT,
+            "body": self.client._parameters(request.request),
+        }
+        return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+    async def _create(self, data: bytes, judge_ids: list[str]) -> str:
+        sdk = self.client._sdk()
+        try:
+            uploaded = await sdk.files.create(
+                file=("juryflow-batch.jsonl", data, "application/jsonl"),
+                purpose="batch",
+                timeout=_UPLOAD_TIMEOUT,
+            )
+        except openai.APIError as error:
+            raise self._error(error, judge_ids, "POST /files") from None
+        try:
+            batch = await sdk.batches.create(
+                input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window="24h"
+            )
+        except openai.APIError as error:
+            # The file is of no use without its batch; left, it would count against storage.
+            with contextlib.suppress(openai.APIError):
+                await sdk.files.delete(uploaded.id)
+            raise self._error(error, judge_ids, "POST /batches") from None
+        return batch.id
+
+    def _error(self, error: openai.APIError, judge_ids: list[str], route: str) -> ProviderError:
+        if isinstance(error, openai.APIStatusError) and error.status_code in (404, 405):
+            where = self.client._base_url or "the OpenAI API"
+            detail = f"HTTP {error.status_code} on {route}"
+            return BatchUnsupported(list(dict.fromkeys(judge_ids)), where, detail)
+        return self.client._translate(error)
+
+    async def poll(self, batch_id: str) -> BatchStatus:
+        return _status(await self._retrieve(batch_id))
+
+    async def cancel(self, batch_id: str) -> BatchStatus:
+        try:
+            return _status(await self.client._sdk().batches.cancel(batch_id))
+        except openai.APIError as error:
+            raise self.client._translate(error) from None
+
+    async def _retrieve(self, batch_id: str) -> Any:
+        try:
+            return await self.client._sdk().batches.retrieve(batch_id)
+        except openai.APIError as error:
+            raise self.client._translate(error) from None
+
+    async def results(self, batch: SubmittedBatch) -> AsyncIterator[BatchResult]:
+        remote = await self._retrieve(batch.batch_id)
+        status = _status(remote)
+        if not status.ended:
+            raise BatchNotEnded(status)
+        entries = {entry.custom_id: entry for entry in batch.entries}
+        seen: set[str] = set()
+        if status.state != "failed":
+            for file_id in (remote.output_file_id, remote.error_file_id):
+                if not file_id:
+                    continue
+                async for line in self._lines(file_id):
+                    entry = entries.get(str(line.get("custom_id")))
+                    # A line of another submission (a journal that lost entries) or repeated:
+                    # nothing of ours to answer with it.
+                    if entry is None or entry.custom_id in seen:
+                        continue
+                    seen.add(entry.custom_id)
+                    yield self._result(entry, line)
+        for entry in batch.entries:
+            if entry.custom_id not in seen:
+                yield BatchResult(entry, failure=_unanswered(status))
+
+    async def _lines(self, file_id: str) -> AsyncIterator[dict[str, Any]]:
+        content = self.client._sdk().files.with_streaming_response.content
+        try:
+            async with content(file_id) as response:
+                async for text in response.iter_lines():
+                    if not text.strip():
+                        continue
+                    try:
+                        line = json.loads(text)
+                    except ValueError:
+                        continue  # a torn line: its request comes back as missing
+                    if isinstance(line, dict):
+                        yield line
+        except openai.APIError as error:
+            raise self.client._translate(error) from None
+
+    def _result(self, entry: BatchEntry, line: dict[str, Any]) -> BatchResult:
+        response = line.get("response")
+        if isinstance(response, dict):
+            status = response.get("status_code")
+            body = response.get("body")
+            if isinstance(status, int) and 200 <= status < 300:
+                return BatchResult(entry, response=completion_response(body, entry.structured))
+            return BatchResult(entry, failure=self._errored(_message(body), status))
+        error = line.get("error")
+        error = error if isinstance(error, dict) else {}
+        code = str(error.get("code") or "")
+        if code in _NOT_RUN:
+            return BatchResult(entry, failure=BatchFailure(_NOT_RUN[code], _NOT_RUN[code]))
+        message = str(error.get("message") or code or "no response and no error")
+        return BatchResult(entry, failure=self._errored(message, None))
+
+    def _errored(self, message: str, status: int | None) -> BatchFailure:
+        # Error bodies may quote keys (some servers echo them), and the reason is stored.
+        return BatchFailure("errored", redact_text(message, self.client._secrets), status)
+
+
+def _status(batch: Any) -> BatchStatus:
+    counts = batch.request_counts
+    errors = batch.errors.data if batch.errors is not None and batch.errors.data else []
+    message = "; ".join(
+        f"line {e.line}: {e.message}" if e.line is not None else str(e.message) for e in errors
+    )
+    return BatchStatus(
+        batch_id=batch.id,
+        state=_STATES.get(batch.status, "in_progress"),
+        provider_state=batch.status,
+        succeeded=counts.completed if counts is not None else 0,
+        failed=counts.failed if counts is not None else 0,
+        total=counts.total if counts is not None else 0,
+        message=message or None,
+    )
+
+
+def _unanswered(status: BatchStatus) -> BatchFailure:
+    """The failure of a request the ended batch has no line for."""
+    if status.state == "failed":
+        return BatchFailure("failed", f"batch failed: {status.message or 'no reason given'}")
+    if status.state in ("expired", "canceled"):
+        return BatchFailure(status.state, status.state)
+    return BatchFailure("missing", f"no result in batch {status.batch_id}")
+
+
+def _message(body: object) -> str:
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str) and error:
+            return error
+    return json.dumps(body)[:500]

@@ -1,0 +1,169 @@
+"""What goes into a batch and what comes out of it: plain records, no I/O."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from juryflow.judges.batches.custom_ids import custom_id
+from juryflow.judges.providers.base import ModelRequest, ModelResponse
+
+BatchState = Literal[
+    "validating",
+    "in_progress",
+    "finalizing",
+    "canceling",
+    "completed",
+    "canceled",
+    "expired",
+    "failed",
+]
+ENDED_STATES: frozenset[str] = frozenset({"completed", "canceled", "expired", "failed"})
+
+FailureKind = Literal["errored", "expired", "canceled", "failed", "missing"]
+"""errored: the provider answered the request with an error; expired: the batch's window
+closed before it ran; canceled: the batch was cancelled before it ran; failed: the whole
+batch failed validation; missing: the batch ended without a line for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """How much one batch may hold. The providers' figures are the defaults; tests pass small
+    ones to see batches split."""
+
+    max_requests: int
+    max_bytes: int
+    """Of the OpenAI input file, or of the Anthropic create request's body."""
+
+    def __post_init__(self) -> None:
+        if self.max_requests < 1 or self.max_bytes < 1:
+            raise ValueError("batch limits must be at least 1 request and 1 byte")
+
+
+OPENAI_LIMITS = BatchLimits(max_requests=50_000, max_bytes=200_000_000)
+"""OpenAI Batch API: 50,000 requests and 200 MB per input file."""
+ANTHROPIC_LIMITS = BatchLimits(max_requests=100_000, max_bytes=256_000_000)
+"""Anthropic Message Batches: 100,000 requests or 256 MB per batch, whichever comes first."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    """One judge's call for one item, to be sent inside a batch."""
+
+    item_id: str
+    judge_id: str
+    request: ModelRequest
+
+    @property
+    def custom_id(self) -> str:
+        return custom_id(self.item_id, self.judge_id)
+
+    def entry(self) -> BatchEntry:
+        return BatchEntry(self.custom_id, self.item_id, self.judge_id, self.request.structured)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """A request as a submitted batch remembers it: enough to map its result back and parse
+    it as the real-time call would (``structured`` changes how an OpenAI answer is read)."""
+
+    custom_id: str
+    item_id: str
+    judge_id: str
+    structured: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedBatch:
+    """A batch the provider has accepted: what to journal, to poll it and read its results
+    after a restart (:meth:`to_json` / :meth:`from_json`)."""
+
+    provider: str
+    batch_id: str
+    entries: tuple[BatchEntry, ...]
+
+    @property
+    def judge_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(entry.judge_id for entry in self.entries))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "provider": self.provider,
+                "batch_id": self.batch_id,
+                "entries": [list(asdict(entry).values()) for entry in self.entries],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SubmittedBatch:
+        try:
+            data: Any = json.loads(text)
+            entries = tuple(
+                BatchEntry(str(c), str(i), str(j), bool(s)) for c, i, j, s in data["entries"]
+            )
+            return cls(str(data["provider"]), str(data["batch_id"]), entries)
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"not a journaled batch: {error}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatus:
+    """Where a batch stands: for progress, and to know when its results can be read."""
+
+    batch_id: str
+    state: BatchState
+    provider_state: str
+    """The provider's own word (``in_progress``, ``ended``, ``cancelling``, ...)."""
+    succeeded: int
+    failed: int
+    """Errored, expired and canceled requests."""
+    total: int
+    message: str | None = None
+    """Why a batch failed as a whole (OpenAI's validation errors)."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether the batch will not change any more: its results can be read."""
+        return self.state in ENDED_STATES
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFailure:
+    kind: FailureKind
+    reason: str
+    """The provider's error message, or ``expired`` / ``canceled`` / what went missing."""
+    status: int | None = None
+    """The HTTP status the provider gave the request, when it answered with an error."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """One request's outcome: a response exactly as a real-time call returns it, or a
+    failure. Exactly one of ``response`` and ``failure`` is set."""
+
+    entry: BatchEntry
+    response: ModelResponse | None = None
+    failure: BatchFailure | None = None
+
+    def __post_init__(self) -> None:
+        if (self.response is None) == (self.failure is None):
+            raise ValueError("a batch result is a response or a failure")
+
+    @property
+    def custom_id(self) -> str:
+        return self.entry.custom_id
+
+    @property
+    def item_id(self) -> str:
+        return self.entry.item_id
+
+    @property
+    def judge_id(self) -> str:
+        return self.entry.judge_id
