@@ -32,7 +32,8 @@ class BatchClient(Protocol):
         """Send ``requests`` as as many batches as the limits need, in order.
 
         If sending one fails, the error is raised; the batches created before it were
-        already reported to ``on_created``.
+        already reported to ``on_created``. If ``on_created`` raises, submission stops
+        there and its error is raised: the batch it was told of exists at the provider.
         """
         ...
 
