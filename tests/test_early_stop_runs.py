@@ -125,6 +125,22 @@ def test_an_early_stopped_run_stores_the_full_runs_consensus_with_fewer_calls(
     assert by_predictor["weak"].n_items == len(audit)
     assert by_predictor["consensus"] == {a.predictor: a for a in whole.accuracy}["consensus"]
 
+    # The viewer's item page says which judge was left out, and why.
+    import httpx
+
+    from juryflow.viewer.server import start_in_thread
+    from juryflow.viewer.state import ViewerState
+
+    item, judge, _ = skipped[0]
+    from juryflow.viewer.item_model import item_href
+
+    viewer = start_in_thread(ViewerState(Store(tmp_path / "early.duckdb"), "tester"))
+    try:
+        page = httpx.get(viewer.url.rstrip("/") + item_href(early["run_id"], item)).text
+    finally:
+        viewer.stop()
+    assert f"Skipped (decided): {judge}" in page
+
 
 def test_a_rule_that_cannot_prove_exactness_calls_every_judge(
     tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch

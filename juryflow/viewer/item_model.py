@@ -266,6 +266,8 @@ class ItemModel:
     segments: tuple[Segment, ...]
     judges: tuple[JudgeView, ...]
     missing_judges: tuple[str, ...]
+    skipped_judges: tuple[str, ...]
+    """Not called (early stopping): the judges that were had already decided the item."""
     consensus: ConsensusRecord | None
     consensus_spans: tuple[ConsensusSpanView, ...]
     consensus_score: str
@@ -360,7 +362,10 @@ def item_model(
         layers=tuple(layers),
         segments=tuple(segments(text, layers)),
         judges=judges,
-        missing_judges=tuple(j for j in record.judges if j not in answered),
+        missing_judges=tuple(
+            j for j in record.judges if j not in answered and j not in record.skipped
+        ),
+        skipped_judges=record.skipped,
         consensus=consensus,
         consensus_spans=tuple(
             ConsensusSpanView(

@@ -398,6 +398,8 @@ class ItemRecord:
     judgments: tuple[JudgmentRecord, ...]
     """In panel order; a judge with no judgment on the item is absent."""
     consensus: ConsensusRecord | None
+    skipped: tuple[str, ...] = ()
+    """Judges an early-stopping run did not call: the others had already decided the item."""
 
     @property
     def text(self) -> str:
@@ -471,6 +473,18 @@ def item_record(con: duckdb.DuckDBPyConnection, run_id: str, item_id: str) -> It
         judges=tuple(judges),
         judgments=tuple(judgments),
         consensus=_consensus(con, run_id, item_id),
+        skipped=tuple(
+            sorted(
+                (
+                    str(row[0])
+                    for row in con.execute(
+                        "SELECT judge_id FROM skipped_judgments WHERE run_id = ? AND item_id = ?",
+                        [run_id, item_id],
+                    ).fetchall()
+                ),
+                key=lambda judge: (order.get(judge, len(order)), judge),
+            )
+        ),
     )
 
 
