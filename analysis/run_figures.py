@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from juryflow.storage.reads.run_queries import cost_split, spent_totals, unscored_by_judge
+from juryflow.storage.reads.run_queries import (
+    cache_totals,
+    cost_split,
+    spent_totals,
+    unscored_by_judge,
+)
 from juryflow.storage.store import Store
 
 TOP_REASONS = 2
@@ -17,6 +22,7 @@ def run_figures(
     """Figures for the summary; ``judged_before`` judgments were stored before this invocation
     (a ``--resume``) and count in neither its speed nor its time."""
     judgments, retries, tokens_in, tokens_out = spent_totals(store, run_id)
+    cache_written, cache_read = cache_totals(store, run_id)
     judged_now = max(judgments - judged_before, 0)
     return {
         "duration_seconds": seconds,
@@ -25,5 +31,8 @@ def run_figures(
         "retries": retries,
         "input_tokens_spent": tokens_in,
         "output_tokens_spent": tokens_out,
+        # of input_tokens_spent: written to / served from the provider's prompt cache
+        "cache_write_tokens_spent": cache_written,
+        "cache_read_tokens_spent": cache_read,
         "unscored_by_judge": unscored_by_judge(store, run_id, TOP_REASONS),
     }

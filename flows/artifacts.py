@@ -90,6 +90,7 @@ def run_markdown(store: Store, run_id: str) -> str:
         if run.parent_run_id:
             lines.append(f"- **re-aggregated from**: `{_md(run.parent_run_id)}`")
     rate = summary.get("hallucination_rate")
+    judges = judge_stats(store, run_id)
     lines += [
         f"- **items**: {summary['items']} ({summary['insufficient']} below quorum, "
         f"{summary['rejected_rows']} rows rejected)",
@@ -100,11 +101,12 @@ def run_markdown(store: Store, run_id: str) -> str:
         # only what this run's calls cost: cached (or re-aggregated) judgments were paid before
         "- **cost**: ${cost_spent_usd:.4f} spent in this run, ${cost_reused_usd:.4f} reused "
         "from the cache".format(**cost_split(store, run_id)),
+        *_token_lines(judges),
         "",
         "| judge | scored | unscored | mean score | hallucinated | mean abs diff vs consensus |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for row in judge_stats(store, run_id):
+    for row in judges:
         lines.append(
             f"| {_md(row['judge_id'])} | {row['scored']} | {row['unscored']} | "
             f"{_fmt(row['mean_score'])} | {_fmt(row['hallucinated_share'])} | "
@@ -114,6 +116,21 @@ def run_markdown(store: Store, run_id: str) -> str:
     if comparison is not None:
         lines += ["", *comparison_markdown(comparison)]
     return "\n".join(lines) + "\n"
+
+
+def _token_lines(judges: list[dict[str, Any]]) -> list[str]:
+    """The tokens of this run's calls, and those of the input the providers' prompt caches
+    served and wrote (no mention of a cache no call reported)."""
+    if all(row.get("input_tokens") is None for row in judges):
+        return []
+    tokens_in = sum(row.get("input_tokens") or 0 for row in judges)
+    tokens_out = sum(row.get("output_tokens") or 0 for row in judges)
+    line = f"- **tokens**: {tokens_in:,} in / {tokens_out:,} out"
+    if any(row.get("cache_read_tokens") is not None for row in judges):
+        read = sum(row.get("cache_read_tokens") or 0 for row in judges)
+        written = sum(row.get("cache_write_tokens") or 0 for row in judges)
+        line += f"; of the input, {read:,} served from the prompt cache, {written:,} written to it"
+    return [line]
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> list[str]:

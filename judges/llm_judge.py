@@ -60,6 +60,13 @@ class CacheKeys:
         return prompt_cache_key(self.spec, self.template.render(item.variables))
 
 
+def provider_cache_key(spec: JudgeSpec, template: PromptTemplate) -> str:
+    """The key OpenAI routes this judge's calls by (``prompt_cache_key``): one per judge and
+    template text, so calls sharing the static part reach the machines that cached it."""
+    digest = hashlib.sha256(f"{spec.id}|{template.sha256}".encode()).hexdigest()
+    return f"juryflow-{digest[:32]}"
+
+
 def prompt_cache_key(spec: JudgeSpec, prompt: str) -> str:
     """The judgment cache's key for ``spec`` answering the rendered ``prompt``."""
     payload = {
@@ -96,6 +103,7 @@ class LLMJudge:
         self.output_kind: OutputKind = template.output_kind
         self.model: str = spec.model
         self.keys = CacheKeys(spec, template)
+        self.provider_cache_key = provider_cache_key(spec, template)
         self.verdict_threshold: float = self.keys.verdict_threshold
         self.limiter = limiter if limiter is not None else limiter_for(spec)
         # The client's connection pool is sized to what this judge's limiter lets in flight.
@@ -129,7 +137,7 @@ class LLMJudge:
         usage cannot spend without limit; 0 for a failed call (errors are not billed)."""
         if response is None:
             return 0.0
-        cost = cost_usd(self.model, response.input_tokens, response.output_tokens, self.prices)
+        cost = self._cost(response)
         if cost is None:
             cost = cost_usd(
                 self.model,
@@ -138,8 +146,20 @@ class LLMJudge:
                 if response.output_tokens is not None
                 else self.spec.max_tokens,
                 self.prices,
+                cache_write_tokens=response.cache_write_tokens,
+                cache_read_tokens=response.cache_read_tokens,
             )
         return cost or 0.0
+
+    def _cost(self, response: ModelResponse) -> float | None:
+        return cost_usd(
+            self.model,
+            response.input_tokens,
+            response.output_tokens,
+            self.prices,
+            cache_write_tokens=response.cache_write_tokens,
+            cache_read_tokens=response.cache_read_tokens,
+        )
 
     async def judge(
         self,
@@ -162,19 +182,22 @@ class LLMJudge:
             "verdict_threshold": self.verdict_threshold,
         }
         try:
-            prompt = self.template.render(item.variables)
+            static, per_item = self.template.render_parts(item.variables)
         except PromptError as error:
             return self._unscored(item, f"missing variable: {error}", timer, **common)
+        prompt = static + per_item
         common["cache_key"] = self._cache_key(prompt)
 
         request = ModelRequest(
-            prompt=prompt,
+            prompt=per_item,
             output_kind=self.output_kind,
             model=self.model,
             temperature=self.spec.temperature,
             max_tokens=self.spec.max_tokens,
             timeout=self.spec.timeout,
             structured=self.spec.structured_output,
+            static_prompt=static,
+            prompt_cache_key=self.provider_cache_key,
         )
         attempts = 0
 
@@ -296,9 +319,9 @@ class LLMJudge:
         return Usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost_usd=cost_usd(
-                self.model, response.input_tokens, response.output_tokens, self.prices
-            ),
+            cost_usd=self._cost(response),
+            cache_write_tokens=response.cache_write_tokens,
+            cache_read_tokens=response.cache_read_tokens,
         )
 
     def _clipped(self, raw: str) -> str:

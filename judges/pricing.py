@@ -1,8 +1,12 @@
 """What a call cost: a built-in price table, overridable per panel.
 
-The figures are public list prices in USD per million tokens as of writing (late 2025),
-without batch or prompt-caching discounts. Prices change: override them with ``prices:``
-in the panel file rather than trusting this table for billing.
+The figures are public list prices in USD per million tokens as of writing (late 2025).
+Prompt caching: Anthropic writes its 5-minute cache at 1.25x and reads it at 0.1x the
+input price (the :class:`Price` defaults); OpenAI charges nothing extra for a write and its
+own cached-input price for a read (``cache_read`` below). Batch APIs: half of every price
+at both providers (the default; ``batch_input`` / ``batch_output`` override it). Prices
+change: override them with ``prices:`` in the panel file rather than trusting this table
+for billing.
 """
 
 from __future__ import annotations
@@ -11,8 +15,13 @@ from collections.abc import Mapping
 
 from juryflow.judges.panel import Price
 
+
+def _openai(input: float, output: float, *, cached: float) -> Price:
+    return Price(input=input, output=output, cache_write=input, cache_read=cached)
+
+
 BUILTIN_PRICES: dict[str, Price] = {
-    # Anthropic
+    # Anthropic (cache writes and reads at the Price defaults, 1.25x and 0.1x input)
     "claude-opus-4-5": Price(input=5.0, output=25.0),
     "claude-opus-4-1": Price(input=15.0, output=75.0),
     "claude-opus-4": Price(input=15.0, output=75.0),
@@ -21,18 +30,18 @@ BUILTIN_PRICES: dict[str, Price] = {
     "claude-3-7-sonnet": Price(input=3.0, output=15.0),
     "claude-haiku-4-5": Price(input=1.0, output=5.0),
     "claude-3-5-haiku": Price(input=0.8, output=4.0),
-    # OpenAI
-    "gpt-5": Price(input=1.25, output=10.0),
-    "gpt-5-mini": Price(input=0.25, output=2.0),
-    "gpt-5-nano": Price(input=0.05, output=0.4),
-    "gpt-4.1": Price(input=2.0, output=8.0),
-    "gpt-4.1-mini": Price(input=0.4, output=1.6),
-    "gpt-4.1-nano": Price(input=0.1, output=0.4),
-    "gpt-4o": Price(input=2.5, output=10.0),
-    "gpt-4o-mini": Price(input=0.15, output=0.6),
-    "o3": Price(input=2.0, output=8.0),
-    "o3-mini": Price(input=1.1, output=4.4),
-    "o4-mini": Price(input=1.1, output=4.4),
+    # OpenAI: a cache write costs the input price, a read the model's cached-input price
+    "gpt-5": _openai(1.25, 10.0, cached=0.125),
+    "gpt-5-mini": _openai(0.25, 2.0, cached=0.025),
+    "gpt-5-nano": _openai(0.05, 0.4, cached=0.005),
+    "gpt-4.1": _openai(2.0, 8.0, cached=0.5),
+    "gpt-4.1-mini": _openai(0.4, 1.6, cached=0.1),
+    "gpt-4.1-nano": _openai(0.1, 0.4, cached=0.025),
+    "gpt-4o": _openai(2.5, 10.0, cached=1.25),
+    "gpt-4o-mini": _openai(0.15, 0.6, cached=0.075),
+    "o3": _openai(2.0, 8.0, cached=0.5),
+    "o3-mini": _openai(1.1, 4.4, cached=0.55),
+    "o4-mini": _openai(1.1, 4.4, cached=0.275),
 }
 
 
@@ -57,8 +66,16 @@ def cost_usd(
     input_tokens: int | None,
     output_tokens: int | None,
     overrides: Mapping[str, Price] | None = None,
+    *,
+    cache_write_tokens: int | None = None,
+    cache_read_tokens: int | None = None,
+    batch: bool = False,
 ) -> float | None:
     """USD for one call; None when the model's price or the usage is unknown (shown "n/a").
+
+    ``input_tokens`` counts every prompt token; ``cache_write_tokens`` and
+    ``cache_read_tokens`` (None: none reported) are those of them priced at the prompt
+    cache's prices; ``batch`` prices the call at the batch API's (see :meth:`Price.cost`).
 
     Unknown includes local models: they may cost nothing in money, but claiming 0.0 would
     hide a missing price for a hosted model with an unusual name.
@@ -68,4 +85,10 @@ def cost_usd(
     price = price_for(model, overrides)
     if price is None:
         return None
-    return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+    return price.cost(
+        input_tokens,
+        output_tokens,
+        cache_write_tokens=cache_write_tokens,
+        cache_read_tokens=cache_read_tokens,
+        batch=batch,
+    )

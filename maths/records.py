@@ -78,8 +78,15 @@ class Span:
 @dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int | None = None
+    """Every prompt token the model read, those written to or read from the provider's
+    prompt cache included (Anthropic reports them apart; they are summed here)."""
     output_tokens: int | None = None
     cost_usd: float | None = None
+    cache_write_tokens: int | None = None
+    """Of ``input_tokens``, those written to the provider's prompt cache (Anthropic reports
+    them; OpenAI does not, and charges nothing extra for them)."""
+    cache_read_tokens: int | None = None
+    """Of ``input_tokens``, those served from the provider's prompt cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Prompt files: a judge's own template, given in a panel as ``prompt: ./path.txt``.
 
 A file prompt follows the catalogue's slot rules (``{{ name }}`` alone on its line is a
-variable), but what the catalogue declares beside a template (its output kind, the span
+variable; an optional ``{{-- per item --}}`` line ends the static part that is sent first
+and cached), but what the catalogue declares beside a template (its output kind, the span
 variable, the verdict threshold) comes from the judge entry instead. The text is read once,
 when the panel is loaded, and travels with the judge from then on: remote tasks and resumed
 runs judge with the very text the run started with, whatever happens to the file.
@@ -14,7 +15,7 @@ import re
 from pathlib import Path
 
 from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
-from juryflow.prompts.loader import PromptError, PromptTemplate, slots_of
+from juryflow.prompts.loader import PromptError, PromptTemplate, check_split, slots_of
 
 _CATALOGUE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@v[0-9]+)?")
 _ANY_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -76,6 +77,7 @@ def file_template(
             f"{where}: {{{{ {inline[0]} }}}} sits inside a line and would not be filled in; "
             "put it alone on its own line"
         )
+    check_split(text, where)
     if output == "spans":
         span_variable = span_variable or ("response" if "response" in slots else None)
         if span_variable not in slots:

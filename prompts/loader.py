@@ -3,6 +3,11 @@
 Rendering is one regex substitution over the template, so a value containing ``{{x}}`` is
 never expanded again, and a value cannot close the XML-style tag its slot sits in: a
 closing (or opening) tag of that name inside the value is neutralised.
+
+A template may hold the line ``{{-- per item --}}``: the text above it is the same for every
+item (instructions, examples) and is sent first, marked for the providers' prompt caches;
+the text below it holds the slots (see ``prompts/README.md``). A template without it is all
+per item, as before, and nothing of it is marked for caching.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
 
 # \r: a prompt file keeps its line ends as written (its hash is the file's), CRLF included.
 _SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t\r]*$", re.MULTILINE)
+
+SPLIT_LINE = "{{-- per item --}}"
+"""Alone on its line, ends a template's static part (sent first and cached)."""
+_SPLIT = re.compile(r"^[ \t]*\{\{--[ \t]*per item[ \t]*--\}\}[ \t\r]*(?:\n|\Z)", re.MULTILINE)
 
 
 class PromptError(ValueError):
@@ -61,18 +70,36 @@ class PromptTemplate:
             return {"name": self.ref, "file": self.path, "sha256": self.sha256}
         return {"name": self.name, "version": self.version, "sha256": self.sha256}
 
+    @property
+    def static_text(self) -> str:
+        """The part above the ``{{-- per item --}}`` line, the same for every item; empty
+        for a template without that line (everything is per item, nothing is cached)."""
+        return split_template(self.text)[0]
+
     def enclosing_tags(self) -> dict[str, str]:
         """Slots that sit between ``<tag>`` and ``</tag>`` lines, mapped to that tag."""
-        return dict(_enclosing_tags(self.text))
+        return dict(_enclosing_tags(split_template(self.text)[1]))
 
     def render(self, values: dict[str, str]) -> str:
+        """The whole prompt as the model reads it: the static part, then the item's part
+        (the split line itself is not sent)."""
+        static, per_item = self.render_parts(values)
+        return static + per_item
+
+    def render_parts(self, values: dict[str, str]) -> tuple[str, str]:
+        """``(static, per_item)``: the part sent first and cached, the same for every item
+        (empty without a split line), and the part holding the item's values."""
+        static, body = split_template(self.text)
+        return static, self._fill(body, values)
+
+    def _fill(self, body: str, values: dict[str, str]) -> str:
         missing = [v for v in self.variables if v not in values]
         if missing:
             raise PromptError(
                 f"prompt {self.ref} needs variable(s) {', '.join(missing)}; map them to "
                 "dataset columns with --map VAR=COLUMN"
             )
-        tags = _enclosing_tags(self.text)
+        tags = _enclosing_tags(body)
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -82,7 +109,32 @@ class PromptTemplate:
                 value = _neutralise_tag(value, tag)
             return value
 
-        return _SLOT_LINE.sub(lambda m: substitute(m), self.text)
+        return _SLOT_LINE.sub(lambda m: substitute(m), body)
+
+
+@functools.lru_cache(maxsize=128)
+def split_template(text: str) -> tuple[str, str]:
+    """``(static, per_item)`` template text around the ``{{-- per item --}}`` line: the
+    static part ends with the line before it; ``("", text)`` without one."""
+    match = _SPLIT.search(text)
+    if match is None:
+        return "", text
+    return text[: match.start()], text[match.end() :]
+
+
+def check_split(text: str, where: str) -> None:
+    """Raise PromptError when ``text``'s split line cannot mean what it says: there is more
+    than one, or a slot sits above it (that part is sent unchanged for every item)."""
+    count = len(_SPLIT.findall(text))
+    if count > 1:
+        raise PromptError(f"{where} has {count} '{SPLIT_LINE}' lines; keep one")
+    static, _ = split_template(text)
+    above = slots_of(static)
+    if above:
+        raise PromptError(
+            f"{where}: {{{{ {above[0]} }}}} sits above the '{SPLIT_LINE}' line, in the part "
+            "sent unchanged for every item; move it below that line"
+        )
 
 
 @functools.lru_cache(maxsize=128)
@@ -126,25 +178,37 @@ def template_names() -> list[str]:
     return sorted(_catalog())
 
 
+def _files(entry: dict[str, Any]) -> dict[int, str]:
+    """A catalogue entry's template files by version: ``versions`` when it lists several,
+    else its one ``file`` at ``version``."""
+    versions = entry.get("versions")
+    if isinstance(versions, dict):
+        return {int(v): str(f) for v, f in versions.items()}
+    return {int(entry["version"]): str(entry["file"])}
+
+
 def load_template(name: str) -> PromptTemplate:
-    """The template called ``name`` (a catalogue key, optionally ``name@vN``)."""
+    """The template called ``name``: a catalogue key (its current ``version``), or
+    ``name@vN`` for version N."""
     base, _, version = name.partition("@v")
     entry = _catalog().get(base)
     if entry is None:
         raise PromptError(f"unknown prompt {name!r}; known prompts: {', '.join(template_names())}")
-    if version and version != str(entry["version"]):
-        raise PromptError(f"prompt {base} has version {entry['version']}, not {version}")
-    return _load(base)
+    files = _files(entry)
+    if version and (not version.isdigit() or int(version) not in files):
+        known = ", ".join(f"v{v}" for v in sorted(files))
+        raise PromptError(f"prompt {base} has version(s) {known}, not v{version}")
+    return _load(base, int(version) if version else int(entry["version"]))
 
 
 @cache
-def _load(base: str) -> PromptTemplate:
+def _load(base: str, version: int) -> PromptTemplate:
     entry = _catalog()[base]
     templates = resources.files("juryflow.prompts").joinpath("templates")
-    text = templates.joinpath(entry["file"]).read_text("utf-8")
+    text = templates.joinpath(_files(entry)[version]).read_text("utf-8")
     template = PromptTemplate(
         name=base,
-        version=int(entry["version"]),
+        version=version,
         text=text,
         output_kind=entry["output"],
         variables=tuple(entry["variables"]),
@@ -158,4 +222,5 @@ def _load(base: str) -> PromptTemplate:
             f"prompt {base}: catalogue declares {sorted(template.variables)} "
             f"but the template's slots are {sorted(slots)}"
         )
+    check_split(text, f"prompt {template.ref}")
     return template

@@ -93,6 +93,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -104,8 +105,10 @@ from juryflow.standin.simulator import Gold, load_gold, sim_answer
 Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
 FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "403", "404", "echo")
 
+# The article ends where the seed prompt's instructions resume, or (instructions first,
+# data2txt_spans@v2) at the end of the prompt.
 _ARTICLE = re.compile(
-    r"\*\*Generated Article:\*\*\n(.*?)\n\n## Output Format Requirements", re.DOTALL
+    r"\*\*Generated Article:\*\*\n(.*?)(?:\n\n## Output Format Requirements|\n?\Z)", re.DOTALL
 )
 _REASONING_STEPS = (
     "content_analysis",
@@ -453,21 +456,159 @@ def request_kind(body: dict[str, Any], prompt: str) -> str:
 
 
 def prompt_of(body: dict[str, Any]) -> str:
-    parts: list[str] = []
+    """The prompt text: messages one per line, the text blocks of a message run together
+    (a template's static block and its per-item block read as the template renders)."""
+    return "\n".join("".join(text for text, _ in blocks) for blocks in _message_blocks(body))
+
+
+def _message_blocks(body: dict[str, Any]) -> list[list[tuple[str, Any]]]:
+    """Per message, its text blocks with their ``cache_control`` (None when unmarked)."""
+    messages: list[list[tuple[str, Any]]] = []
     for message in body.get("messages") or ():
         content = message.get("content")
         if isinstance(content, str):
-            parts.append(content)
+            messages.append([(content, None)])
         elif isinstance(content, list):
-            parts += [c.get("text", "") for c in content if isinstance(c, dict)]
-    return "\n".join(parts)
+            messages.append(
+                [
+                    (str(c.get("text", "")), c.get("cache_control"))
+                    for c in content
+                    if isinstance(c, dict)
+                ]
+            )
+    return messages
 
 
 # --- wire formats --------------------------------------------------------------------------
 
 
 def _usage(prompt: str, text: str) -> tuple[int, int]:
-    return max(1, len(prompt) // 4), max(1, len(text) // 4)
+    return max(1, _tokens(prompt)), max(1, _tokens(text))
+
+
+def _tokens(text: str) -> int:
+    # The stand-in's tokenizer: about four characters a token, as English text has.
+    return len(text) // 4
+
+
+# --- the providers' prompt caches ----------------------------------------------------------
+
+CACHE_TTL_SECONDS = 300.0
+"""How long a cached prefix lives after its last use: both providers' default (5 minutes;
+Anthropic's ``"ttl": "1h"`` keeps it an hour)."""
+OPENAI_CACHE_MIN_TOKENS = 1024
+OPENAI_CACHE_INCREMENT = 128
+"""OpenAI caches the longest prefix it has seen from 1,024 tokens on, in steps of 128."""
+ANTHROPIC_CACHE_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+)
+"""The shortest prefix a breakpoint caches, by model; shorter is sent uncached, no error.
+Any other model (``stub-*`` included): 1,024 tokens, Claude Sonnet 4.5's."""
+
+
+class PromptCache:
+    """The prefixes a stand-in has cached, per model: the first call that sends a prefix
+    writes it, later calls read it until it goes ``ttl`` seconds unused.
+
+    Unlike the real services, a prefix counts as written as soon as its first call is
+    answered: calls already in flight with it read it too.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._expires: dict[tuple[str, bytes], float] = {}
+
+    def hit(self, model: str, digest: bytes, ttl: float) -> bool:
+        """Whether ``digest`` is cached for ``model`` (a read refreshes it); else it is
+        written now."""
+        now = time.monotonic()
+        key = (model, digest)
+        with self._lock:
+            cached = self._expires.get(key, 0.0) > now
+            self._expires[key] = now + ttl
+            return cached
+
+    def longest(self, model: str, digests: list[bytes], ttl: float) -> int:
+        """How many of ``digests`` (the digests of ever longer prefixes) are cached, counted
+        from the first; every one of them is cached (or refreshed) after the call."""
+        now = time.monotonic()
+        with self._lock:
+            hits = 0
+            for digest in digests:
+                if self._expires.get((model, digest), 0.0) <= now:
+                    break
+                hits += 1
+            for digest in digests:
+                self._expires[(model, digest)] = now + ttl
+            return hits
+
+
+_PROMPT_CACHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PromptCache] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def prompt_cache() -> PromptCache:
+    """The prompt cache of the stand-in answering now: one per server, on its own event
+    loop; a fresh one outside any loop (an answer built directly, as in unit tests)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return PromptCache()
+    cache = _PROMPT_CACHES.get(loop)
+    if cache is None:
+        cache = _PROMPT_CACHES[loop] = PromptCache()
+    return cache
+
+
+def _anthropic_cache(body: dict[str, Any], model: str) -> tuple[int, int, float]:
+    """(tokens written, tokens read, ttl) for a Messages request: the cached prefix runs up
+    to the last block marked with ``cache_control`` (with the tools before it), when it
+    is at least the model's minimum."""
+    messages = _message_blocks(body)
+    end: tuple[int, int] | None = None
+    ttl = CACHE_TTL_SECONDS
+    for m, blocks in enumerate(messages):
+        for b, (_, marker) in enumerate(blocks):
+            if isinstance(marker, dict) and marker.get("type") == "ephemeral":
+                end = (m, b)
+                ttl = 3600.0 if marker.get("ttl") == "1h" else CACHE_TTL_SECONDS
+    if end is None:
+        return 0, 0, ttl
+    lines = ["".join(t for t, _ in blocks) for blocks in messages[: end[0]]]
+    lines.append("".join(t for t, _ in messages[end[0]][: end[1] + 1]))
+    prefix = "\n".join(lines)
+    tokens = _tokens(prefix)
+    minimum = next((n for name, n in ANTHROPIC_CACHE_MIN_TOKENS if model.startswith(name)), 1024)
+    if tokens < minimum:
+        return 0, 0, ttl
+    tools = json.dumps(body.get("tools"), sort_keys=True)
+    digest = hashlib.sha256(f"{tools}\0{prefix}".encode()).digest()
+    if prompt_cache().hit(model, digest, ttl):
+        return 0, tokens, ttl
+    return tokens, 0, ttl
+
+
+def _openai_cached_tokens(body: dict[str, Any], model: str, prompt: str) -> int:
+    """Tokens of the longest prefix of ``prompt`` seen before for ``model``, at OpenAI's
+    steps (1,024 tokens, then every 128); tools and response format are part of it."""
+    schema = json.dumps([body.get("tools"), body.get("response_format")], sort_keys=True)
+    running = hashlib.sha256(schema.encode())
+    digests: list[bytes] = []
+    done = 0
+    boundary = OPENAI_CACHE_MIN_TOKENS
+    while boundary * 4 <= len(prompt):
+        running.update(prompt[done : boundary * 4].encode())
+        done = boundary * 4
+        digests.append(running.copy().digest())
+        boundary += OPENAI_CACHE_INCREMENT
+    hits = prompt_cache().longest(model, digests, CACHE_TTL_SECONDS)
+    return 0 if hits == 0 else OPENAI_CACHE_MIN_TOKENS + (hits - 1) * OPENAI_CACHE_INCREMENT
 
 
 def anthropic_message(
@@ -489,6 +630,8 @@ def anthropic_message(
     else:
         content = [{"type": "text", "text": text}]
     input_tokens, output_tokens = _usage(prompt, answer.text)
+    model = str(body.get("model", ""))
+    written, read, ttl = _anthropic_cache(body, model)
     return {
         "id": f"msg_stub_{number}",
         "type": "message",
@@ -497,7 +640,18 @@ def anthropic_message(
         "content": content,
         "stop_reason": "tool_use" if use_tool else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        # As the API counts: input_tokens are those after the cached prefix only.
+        "usage": {
+            "input_tokens": max(input_tokens - written - read, 0),
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": written if ttl == CACHE_TTL_SECONDS else 0,
+                "ephemeral_1h_input_tokens": 0 if ttl == CACHE_TTL_SECONDS else written,
+            },
+            "output_tokens": output_tokens,
+            "service_tier": "standard",
+        },
     }
 
 
@@ -521,6 +675,7 @@ def openai_completion(
     else:
         message["content"] = _fence(answer.text) if rule.fenced else answer.text
     input_tokens, output_tokens = _usage(prompt, answer.text)
+    cached = _openai_cached_tokens(body, str(body.get("model", "")), prompt)
     return {
         "id": f"chatcmpl-stub-{number}",
         "object": "chat.completion",
@@ -531,6 +686,8 @@ def openai_completion(
             "prompt_tokens": input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
+            # prompt_tokens counts the cached ones too, as the API does
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         },
     }
 

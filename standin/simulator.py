@@ -67,8 +67,9 @@ __all__ = [
     "sim_answer",
 ]
 
+# The article ends where the seed's instructions resume, or at the end (data2txt_spans@v2).
 _ARTICLE = re.compile(
-    r"\*\*Generated Article:\*\*\n(.*?)\n\n## Output Format Requirements", re.DOTALL
+    r"\*\*Generated Article:\*\*\n(.*?)(?:\n\n## Output Format Requirements|\n?\Z)", re.DOTALL
 )
 _ESCAPED_TAG = re.compile(r"&lt;(/?)([A-Za-z_][\w-]*)&gt;")
 _PARAM = re.compile(r"([a-z])(\d+(?:\.\d*)?|\.\d+)")

@@ -331,6 +331,19 @@ MIGRATIONS += (
 
 MIGRATIONS += (
     (
+        10,
+        """
+        -- Issue 24: the provider's prompt cache. Of a call's input_tokens (every prompt
+        -- token, cached ones included), those written to the cache (Anthropic only) and
+        -- those read from it; NULL where the provider said nothing (judgments before).
+        ALTER TABLE judgments ADD COLUMN cache_write_tokens BIGINT;
+        ALTER TABLE judgments ADD COLUMN cache_read_tokens BIGINT;
+        """,
+    ),
+)
+
+MIGRATIONS += (
+    (
         11,
         """
         -- Issue 24: exact early stopping. A judge a run did not call on an item, because the

@@ -22,7 +22,8 @@ def test_templates_are_the_seed_prompts_byte_for_byte() -> None:
     score = (SEEDS / "agent_hallucination_score.prompt.txt").read_text(encoding="utf-8")
     spans = (SEEDS / "data2txt_hallucination_spans.prompt.txt").read_text(encoding="utf-8")
     assert load_template("hallucination_score").text == score
-    assert load_template("data2txt_spans").text == spans
+    # v1 is the seed as written; v2 (the default) the same words, instructions first.
+    assert load_template("data2txt_spans@v1").text == spans
 
 
 def test_hash_is_sha256_of_the_template_text() -> None:
@@ -30,7 +31,9 @@ def test_hash_is_sha256_of_the_template_text() -> None:
 
     template = load_template("data2txt_spans")
     assert template.sha256 == hashlib.sha256(template.text.encode()).hexdigest()
-    assert load_template("data2txt_spans@v1") is template
+    assert load_template("data2txt_spans@v2") is template
+    # the order and the split are part of the text, so of the hash
+    assert load_template("data2txt_spans@v1").sha256 != template.sha256
 
 
 def test_rendering_is_single_pass() -> None:

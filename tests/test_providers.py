@@ -155,7 +155,7 @@ async def test_spans_prompt_exact_spans_anchored(
 
     assert judgment.score == 1.0
     assert judgment.output_kind == "spans"
-    assert judgment.prompt_name == "data2txt_spans@v1"
+    assert judgment.prompt_name == "data2txt_spans@v2"
     assert [s.text for s in judgment.spans] == good_spans(ARTICLE)
     assert "15%" in good_spans(ARTICLE)
     for span in judgment.spans:

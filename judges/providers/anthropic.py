@@ -63,7 +63,7 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
             "max_tokens": request.max_tokens,
             # No temperature: the API version this SDK sends (2026-10-21) rejects every
             # sampling parameter with a 400, and the SDK no longer accepts them.
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": [{"role": "user", "content": _content(request)}],
         }
         if request.structured:
             body.update(_tool_parameters(request.output_kind))
@@ -109,6 +109,24 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
         return ProviderError(message or type(error).__name__, retryable=True, kind="server")
 
 
+_CACHED = {"type": "ephemeral"}
+"""The default 5-minute cache: written at 1.25x the input price, read at 0.1x."""
+
+
+def _content(request: ModelRequest) -> str | list[dict[str, Any]]:
+    """The user turn: the static part first, as its own block with the cache breakpoint
+    (tools, then that block, are the cached prefix), then the item's part; one string when
+    the template has no static part, as before."""
+    if not request.static_prompt:
+        return request.prompt
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": request.static_prompt, "cache_control": _CACHED}
+    ]
+    if request.prompt:  # the API refuses an empty text block
+        blocks.append({"type": "text", "text": request.prompt})
+    return blocks
+
+
 def _response(message: Any) -> ModelResponse:
     texts: list[str] = []
     structured: dict[str, Any] | None = None
@@ -124,11 +142,18 @@ def _response(message: Any) -> ModelResponse:
             structured = dict(answer) if isinstance(answer, dict) else None
     usage = message.get("usage") if isinstance(message, dict) else None
     usage = usage if isinstance(usage, dict) else {}
+    # Anthropic's input_tokens are those after the last cache breakpoint only; the cache's
+    # writes and reads are counted apart. Ours count every prompt token, as OpenAI's do.
+    uncached = _count(usage.get("input_tokens"))
+    written = _count(usage.get("cache_creation_input_tokens"))
+    read = _count(usage.get("cache_read_input_tokens"))
     return ModelResponse(
         text="".join(texts),
         structured=structured,
-        input_tokens=_count(usage.get("input_tokens")),
+        input_tokens=None if uncached is None else uncached + (written or 0) + (read or 0),
         output_tokens=_count(usage.get("output_tokens")),
+        cache_write_tokens=written,
+        cache_read_tokens=read,
     )
 
 

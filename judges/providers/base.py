@@ -48,12 +48,24 @@ _REASONING_STEPS = (
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     prompt: str
+    """The per-item part of the prompt (all of it when ``static_prompt`` is empty)."""
     output_kind: OutputKind
     model: str
     temperature: float
     max_tokens: int
     timeout: float
     structured: bool
+    static_prompt: str = ""
+    """The part of the prompt that is the same for every item, sent before ``prompt`` and
+    marked for the provider's prompt cache; empty for a template with no split."""
+    prompt_cache_key: str | None = None
+    """A stable key per judge and template, sent as OpenAI's ``prompt_cache_key`` so that
+    requests sharing the static part reach the machines that cached it."""
+
+    @property
+    def full_prompt(self) -> str:
+        """Everything the model reads, in order."""
+        return self.static_prompt + self.prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +75,12 @@ class ModelResponse:
     structured: dict[str, Any] | None = None
     """Tool-call / JSON-schema arguments, when the model answered through them."""
     input_tokens: int | None = None
+    """Every prompt token, those written to or read from the prompt cache included."""
     output_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """Of ``input_tokens``, those written to the prompt cache (None: not reported)."""
+    cache_read_tokens: int | None = None
+    """Of ``input_tokens``, those served from the prompt cache (None: not reported)."""
 
 
 class ProviderError(Exception):

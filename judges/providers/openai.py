@@ -62,7 +62,10 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
     def _parameters(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": "user", "content": request.prompt}],
+            # The static part first: OpenAI caches the longest prefix it has seen (from
+            # 1,024 tokens) by itself, and compatible servers with prefix caching (vLLM)
+            # reuse it too. One string, which every compatible server reads.
+            "messages": [{"role": "user", "content": request.full_prompt}],
         }
         if not request.model.startswith(_NO_TEMPERATURE_PREFIXES):
             body["temperature"] = request.temperature
@@ -70,6 +73,10 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
         # compatible servers only know max_tokens.
         if self._base_url is None:
             body["max_completion_tokens"] = request.max_tokens
+            # Routes the calls sharing a prefix to the machines holding it. OpenAI's own;
+            # a compatible server may refuse a parameter it does not know.
+            if request.prompt_cache_key:
+                body["prompt_cache_key"] = request.prompt_cache_key
         else:
             body["max_tokens"] = request.max_tokens
         if request.structured:
@@ -142,11 +149,16 @@ def _response(completion: Any, structured_request: bool) -> ModelResponse:
             structured = _json_object(text)
     usage = completion.get("usage")
     usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
     return ModelResponse(
         text=text,
         structured=structured,
+        # prompt_tokens counts the cached tokens too; writes to the cache are not reported
+        # (nor charged extra).
         input_tokens=_count(usage.get("prompt_tokens")),
         output_tokens=_count(usage.get("completion_tokens")),
+        cache_read_tokens=_count(details.get("cached_tokens")),
     )
 
 

@@ -57,10 +57,17 @@ def resolve_or_exit(db: str | None, text: str | None, option: str = "RUN") -> st
     return None  # unreachable: _fail raises
 
 
+_NUMERIC_COLUMNS = frozenset(
+    ("items", "judgments", "unscored", "cost_usd", "cache_read_tokens", "duration_s")
+)
+
+
 def _table_row(columns: list[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
     values = dict(zip(columns, row, strict=True))
     values["dataset"] = Path(values["dataset"]).name if values["dataset"] else "—"
     values["cost_usd"] = "—" if values["cost_usd"] is None else f"{values['cost_usd']:.4f}"
+    cache_read = values.get("cache_read_tokens")
+    values["cache_read_tokens"] = "—" if cache_read is None else f"{cache_read:,}"
     values["started_at"] = f"{values['started_at']:%m-%d %H:%M}"
     values["duration_s"] = output.duration(values["duration_s"])
     return tuple(values.values())
@@ -75,7 +82,7 @@ def runs_command(
     format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
 ) -> None:
     """The runs in the store, newest first: status, kind, panel, dataset, items, unscored,
-    cost and duration."""
+    cost, input tokens served from the providers' prompt caches, and duration."""
     from juryflow.storage.connection import StoreError
     from juryflow.storage.reads.run_queries import list_runs
     from juryflow.storage.store import Store
@@ -100,7 +107,8 @@ def runs_command(
     table = Table(show_lines=False)
     for column in listing.columns:
         name = column.removesuffix("_usd").removesuffix("_s").removesuffix("_at")
-        numeric = column in {"items", "judgments", "unscored", "cost_usd", "duration_s"}
+        name = "cache read" if column == "cache_read_tokens" else name
+        numeric = column in _NUMERIC_COLUMNS
         table.add_column(
             name,
             no_wrap=column == "run_id",

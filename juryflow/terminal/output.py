@@ -128,14 +128,28 @@ def _cost_rows(summary: dict[str, Any], cost: float | None) -> list[tuple[str, s
         return [("model cost", "none: no judge was called")]
     tokens = f"{summary.get('input_tokens') or 0} / {summary.get('output_tokens') or 0}"
     if "cost_spent_usd" not in summary:
-        return [("tokens in / out", tokens), ("cost", "n/a" if cost is None else f"${cost:.4f}")]
+        return [
+            ("tokens in / out", tokens),
+            *_provider_cache_rows(summary),
+            ("cost", "n/a" if cost is None else f"${cost:.4f}"),
+        ]
     spent = f"${summary['cost_spent_usd']:.4f} spent in this run"
     reused = summary.get("cost_reused_usd") or 0.0
     if reused:
         spent += f" · ${reused:.4f} reused from the cache (not paid again)"
     if "input_tokens_spent" in summary:  # the tokens of this run's calls, as its cost
         tokens = f"{summary['input_tokens_spent']} / {summary['output_tokens_spent']}"
-    return [("tokens in / out", tokens), ("cost", spent)]
+    return [("tokens in / out", tokens), *_provider_cache_rows(summary), ("cost", spent)]
+
+
+def _provider_cache_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Of the input tokens, those the providers' prompt caches served and wrote; no row when
+    no call reported them (offline judges, servers without a prompt cache)."""
+    if summary.get("cache_read_tokens") is None and summary.get("cache_write_tokens") is None:
+        return []
+    read = summary.get("cache_read_tokens_spent", summary.get("cache_read_tokens")) or 0
+    written = summary.get("cache_write_tokens_spent", summary.get("cache_write_tokens")) or 0
+    return [("prompt cache read / written", f"{read} / {written} of the input tokens")]
 
 
 def _pace_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -210,6 +210,10 @@ class JudgeInfo:
     model: str
     judgments: int
     cost: str
+    tokens: str = "–"
+    """Input / output tokens of this run's calls."""
+    cache_read: str = "–"
+    """Of the input tokens, those the provider's prompt cache served (and wrote)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +326,22 @@ def _facts(
     return facts
 
 
+def _judge_tokens(row: dict[str, Any]) -> str:
+    if row.get("input_tokens") is None and row.get("output_tokens") is None:
+        return "–"
+    return f"{row.get('input_tokens') or 0:,} / {row.get('output_tokens') or 0:,}"
+
+
+def _judge_cache(row: dict[str, Any]) -> str:
+    """Tokens the prompt cache served, with those it wrote; "–" where the provider said
+    nothing of a cache (offline judges, servers without one)."""
+    read, written = row.get("cache_read_tokens"), row.get("cache_write_tokens")
+    if read is None and written is None:
+        return "–"
+    shown = f"{read or 0:,}"
+    return shown + (f" ({written:,} written)" if written else "")
+
+
 def load_run_page(store: Store, run_id: str) -> RunPage | None:
     """Run ``run_id``'s page, or None when the store has no such run."""
     run = store.get_run(run_id)
@@ -337,6 +357,8 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
             str(row["model"] or "—"),
             int(row["judgments"]),
             cost(row["cost_usd"]),
+            _judge_tokens(row),
+            _judge_cache(row),
         )
         for row in judge_stats(store, run_id)
     ]

@@ -26,8 +26,8 @@ WITH js AS (
 )
 SELECT j.item_id, i.row_number, j.judge_id, j.provider, j.model, j.prompt_name,
        j.prompt_hash, j.output_kind, j.score, j.verdict, j.unscored_reason, j.reasoning,
-       js.spans, j.latency_ms, j.input_tokens, j.output_tokens, j.cost_usd, j.attempts,
-       j.cached
+       js.spans, j.latency_ms, j.input_tokens, j.output_tokens, j.cache_write_tokens,
+       j.cache_read_tokens, j.cost_usd, j.attempts, j.cached
 FROM judgments j
 JOIN items i ON i.run_id = j.run_id AND i.item_id = j.item_id
 LEFT JOIN js ON js.item_id = j.item_id AND js.judge_id = j.judge_id

@@ -18,7 +18,11 @@ SELECT j.judge_id, any_value(j.provider) AS provider, any_value(j.model) AS mode
        avg(j.score) AS mean_score, avg(j.verdict::INTEGER) AS hallucinated_share,
        avg(abs(j.score - c.score_median)) AS mean_abs_diff_from_consensus,
        CASE WHEN count(j.cost_usd) > 0
-            THEN coalesce(sum(j.cost_usd) FILTER (WHERE NOT j.cached), 0) END AS cost_usd
+            THEN coalesce(sum(j.cost_usd) FILTER (WHERE NOT j.cached), 0) END AS cost_usd,
+       sum(j.input_tokens) FILTER (WHERE NOT j.cached) AS input_tokens,
+       sum(j.output_tokens) FILTER (WHERE NOT j.cached) AS output_tokens,
+       sum(j.cache_read_tokens) FILTER (WHERE NOT j.cached) AS cache_read_tokens,
+       sum(j.cache_write_tokens) FILTER (WHERE NOT j.cached) AS cache_write_tokens
 FROM judgments j LEFT JOIN consensus c USING (run_id, item_id)
 WHERE j.run_id = ? GROUP BY j.judge_id ORDER BY j.judge_id
 """
@@ -26,7 +30,9 @@ WHERE j.run_id = ? GROUP BY j.judge_id ORDER BY j.judge_id
 
 def judge_stats(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Per judge: provider, model, counts, mean score, hallucinated share, mean |score -
-    consensus median| and the cost of the calls this run made (None: no price known)."""
+    consensus median|, and the cost (None: no price known) and tokens of the calls this run
+    made: input (every prompt token), output, and of the input those the provider's prompt
+    cache served and those it wrote (None: not reported)."""
     columns, rows = store.query(_JUDGE_STATS_SQL, [run_id])
     return [dict(zip(columns, row, strict=True)) for row in rows]
 

@@ -31,12 +31,14 @@ RUNS_SQL = """
 WITH i AS (SELECT run_id, count(*) AS items FROM items GROUP BY run_id),
      j AS (
         SELECT run_id, count(*) AS judgments, count(*) - count(score) AS unscored,
-               sum(cost_usd) AS cost_usd
+               sum(cost_usd) AS cost_usd,
+               -- input tokens of this run's calls that the provider served from its cache
+               sum(cache_read_tokens) FILTER (WHERE NOT cached) AS cache_read_tokens
         FROM judgments GROUP BY run_id
      )
 SELECT r.run_id, r.status, r.kind, r.panel_name AS panel, r.dataset,
        coalesce(i.items, 0) AS items, coalesce(j.judgments, 0) AS judgments,
-       coalesce(j.unscored, 0) AS unscored, j.cost_usd, r.started_at,
+       coalesce(j.unscored, 0) AS unscored, j.cost_usd, j.cache_read_tokens, r.started_at,
        -- a run still going counts until now, so a stuck one shows how long it has hung
        epoch(coalesce(r.finished_at, now()) - r.started_at) AS duration_s
 FROM runs r LEFT JOIN i USING (run_id) LEFT JOIN j USING (run_id)
@@ -105,8 +107,8 @@ SELECT i.run_id, i.item_id, i.row_number, i.variables, i.metadata,
        i.gold_hallucinated, i.gold_spans,
        j.judge_id, j.provider, j.model, j.prompt_name, j.output_kind, j.score, j.verdict,
        j.unscored_reason, j.reasoning, {judge_spans} AS judge_spans, j.latency_ms,
-       j.input_tokens, j.output_tokens, j.cost_usd, j.cached,
-       c.status AS consensus_status, c.n_answered AS consensus_n_answered,
+       j.input_tokens, j.output_tokens, j.cache_write_tokens, j.cache_read_tokens, j.cost_usd,
+       j.cached, c.status AS consensus_status, c.n_answered AS consensus_n_answered,
        c.score_median AS consensus_score, c.score_spread AS consensus_spread,
        c.hallucinated AS consensus_hallucinated, {consensus_spans} AS consensus_spans
 FROM items i
@@ -166,6 +168,19 @@ def spent_totals(store: Store, run_id: str) -> tuple[int, int, int, int]:
     )
     judgments, retries, tokens_in, tokens_out = totals[0]
     return int(judgments), int(retries), int(tokens_in), int(tokens_out)
+
+
+def cache_totals(store: Store, run_id: str) -> tuple[int, int]:
+    """Input tokens of this run's calls (cached judgments excluded) that the provider wrote
+    to its prompt cache and read from it."""
+    _, totals = store.query(
+        "SELECT coalesce(sum(cache_write_tokens) FILTER (WHERE NOT cached), 0), "
+        "coalesce(sum(cache_read_tokens) FILTER (WHERE NOT cached), 0) "
+        "FROM judgments WHERE run_id = ?",
+        [run_id],
+    )
+    written, read = totals[0]
+    return int(written), int(read)
 
 
 def cost_split(store: Store, run_id: str) -> dict[str, float]:

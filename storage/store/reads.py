@@ -117,7 +117,8 @@ class ReadsMixin(StoreBase):
             judged = con.execute(
                 "SELECT count(*), count(score), count(*) - count(score), "
                 "count(*) FILTER (WHERE cached), sum(cost_usd), sum(input_tokens), "
-                "sum(output_tokens), count(DISTINCT judge_id) "
+                "sum(output_tokens), count(DISTINCT judge_id), sum(cache_write_tokens), "
+                "sum(cache_read_tokens) "
                 "FROM judgments WHERE run_id = ?",
                 [run_id],
             ).fetchone()
@@ -146,6 +147,9 @@ class ReadsMixin(StoreBase):
             "cost_usd": judged[4],
             "input_tokens": judged[5],
             "output_tokens": judged[6],
+            # of input_tokens: written to / served from the provider's prompt cache
+            "cache_write_tokens": judged[8],
+            "cache_read_tokens": judged[9],
             "judges": judged[7],
             "items": agreed[0],
             "hallucination_rate": agreed[1],

@@ -54,6 +54,8 @@ _JUDGMENT_FIELDS = [
     "cached",
     "created_at",
     "verdict_threshold",
+    "cache_write_tokens",
+    "cache_read_tokens",
 ]
 
 
@@ -81,6 +83,8 @@ class _JudgmentRow:
     cached: bool
     created_at: Any
     verdict_threshold: float | None
+    cache_write_tokens: int | None
+    cache_read_tokens: int | None
 
     def to_judgment(self, spans: tuple[Span, ...]) -> Judgment:
         return Judgment(
@@ -97,7 +101,13 @@ class _JudgmentRow:
             prompt_hash=self.prompt_hash,
             provider=self.provider,
             model=self.model,
-            usage=Usage(self.input_tokens, self.output_tokens, self.cost_usd),
+            usage=Usage(
+                self.input_tokens,
+                self.output_tokens,
+                self.cost_usd,
+                self.cache_write_tokens,
+                self.cache_read_tokens,
+            ),
             attempts=self.attempts,
             cache_key=self.cache_key,
             cached=self.cached,
@@ -168,6 +178,12 @@ def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Tabl
             "cache_key": pa.array([j.cache_key for j in judgments], pa.string()),
             "cached": pa.array([j.cached for j in judgments], pa.bool_()),
             "verdict_threshold": pa.array([j.verdict_threshold for j in judgments], pa.float64()),
+            "cache_write_tokens": pa.array(
+                [j.usage.cache_write_tokens for j in judgments], pa.int64()
+            ),
+            "cache_read_tokens": pa.array(
+                [j.usage.cache_read_tokens for j in judgments], pa.int64()
+            ),
         }
     )
     span_rows = [
