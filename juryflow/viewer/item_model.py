@@ -294,7 +294,13 @@ class ItemModel:
 def _tokens(j: JudgmentRecord) -> str:
     if j.input_tokens is None and j.output_tokens is None:
         return "–"
-    return f"{j.input_tokens or 0:,} in / {j.output_tokens or 0:,} out"
+    cache = []
+    if j.cache_read_tokens:
+        cache.append(f"{j.cache_read_tokens:,} from the prompt cache")
+    if j.cache_write_tokens:
+        cache.append(f"{j.cache_write_tokens:,} written to it")
+    served = f" ({', '.join(cache)})" if cache else ""
+    return f"{j.input_tokens or 0:,} in{served} / {j.output_tokens or 0:,} out"
 
 
 def _judge_view(key: str, j: JudgmentRecord) -> JudgeView:

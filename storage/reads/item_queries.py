@@ -354,6 +354,8 @@ class JudgmentRecord:
     cost_usd: float | None
     attempts: int
     cached: bool
+    cache_write_tokens: int | None
+    cache_read_tokens: int | None
     spans: tuple[SpanRecord, ...]
 
 
@@ -409,7 +411,8 @@ class ItemRecord:
 _JUDGMENT_FIELDS = (
     "judge_id", "provider", "model", "prompt_name", "output_kind", "score", "verdict",
     "verdict_threshold", "unscored_reason", "reasoning", "raw_output", "latency_ms",
-    "input_tokens", "output_tokens", "cost_usd", "attempts", "cached",
+    "input_tokens", "output_tokens", "cost_usd", "attempts", "cached", "cache_write_tokens",
+    "cache_read_tokens",
 )  # fmt: skip
 _CONSENSUS_FIELDS = (
     "status", "n_judges", "n_answered", "n_scored", "score", "score_median", "score_spread",
