@@ -131,6 +131,58 @@ _FOLDED_INTO_ASCII = "\u0130\u0131\u017f\u212a"
 """İ ı ſ K (Kelvin): the characters re.IGNORECASE matches with ASCII letters (i i s k)."""
 _FOLD_FOR_HINTS = str.maketrans(dict(zip(_FOLDED_INTO_ASCII, "iisk", strict=True)))
 
+# A long text is redacted piece by piece. A pass of re costs 0.17-0.66 s per 30 M characters
+# even when it matches nothing, so only the pieces that hold a hint of some pattern go
+# through the patterns; the rest is copied. A piece runs from the start of the text or just
+# after a ".\n" (a cut) to just after the next ".\n" or to the end. Redacted apart, pieces
+# give what one pass of each pattern over the whole text gives (tests/test_redact_pieces.py):
+# - No match holds ".\n" or "*\n". A "\n" is in a match only as the character it consumes
+#   before itself ("pre", its first), or in a \s run, which each pattern has only after a
+#   header or cookie name, a quote, ":" or "=", Bearer or Basic: never after "." or "*".
+#   Values, tokens, keys and URLs stop at "\n".
+# - A piece's start looks the same as in the whole text: a "\n" before it, the pre that
+#   _sub_after_boundary puts there, and that the patterns that check \b behind (cookie,
+#   Bearer, Basic, AKIA) see as they see the start of a text. At its end, every match ends
+#   before the last "\n" or begins at it (the pre of the next piece's first match), and what
+#   a pattern looks ahead at lies inside its match (the header line's) or stops at "." or "*".
+# - Each pass keeps the cuts: a match that ends with a cut's "." (a URL, a header or cookie
+#   value, a Bearer token) ends, masked, with "." or "***", so the next pass sees ".\n" or
+#   "*\n" there.
+# - A piece that holds none of the hints below is left alone by every pass: each match of
+#   each pattern holds one of them (in the text as _folded folds and lowers it: a few more
+#   pieces than needed go through the patterns, never fewer), and no mask creates one.
+# Short texts take the whole-text path: the search for hints would cost more than it saves.
+_PIECEWISE_FROM = 65_536
+_CUT = b".\n"
+_WORD_HINTS = (b"://", b"authorization", b"cookie", b"bearer", b"basic", b"akia", b"aiza")
+"""In a URL, a (proxy-)authorization header, a cookie line, Bearer, Basic, AKIA, AIza."""
+_SEPARATED_HINTS = {
+    sep: tuple(h.lower().encode() for h in (*_KEY_HINTS, "x-", "api-") if h.endswith(sep))
+    for sep in "-_"
+}
+"""x- and api-key headers, sk-/gsk_/ghp_... keys: hints that end with a separator."""
+_SEPARATED_HINT_SCANS = {
+    # Begins with a literal, as _KEY_SEPARATORS: re finds each separator about as fast as
+    # bytes.find, then looks behind it for each prefix; one scan instead of ten.
+    sep: re.compile(
+        re.escape(sep).encode()
+        + b"(?:"
+        + b"|".join(b"(?<=" + re.escape(hint) + b")" for hint in hints)
+        + b")"
+    )
+    for sep, hints in _SEPARATED_HINTS.items()
+}
+_MERGE_GAP = 512
+"""Pieces with a hint this close together are redacted as one: fewer, longer calls."""
+_BLOCK = 1 << 20
+"""Hints are searched a block at a time, so that a text that turns out to have no pieces
+worth the trouble is given up early."""
+_MOST_COVERED = 0.5
+"""Windows covering more of a text than this share save too little: the whole path is taken."""
+_BYTES_PER_HINT = 1024
+"""Pieces with a hint cost a few microseconds each to find, about what the whole path costs
+for this many characters: thicker than that, the whole path is cheaper."""
+
 HTTP_LOGGERS = (
     "httpx",
     "httpx2",
@@ -221,6 +273,37 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` without any known or given secret, credential-shaped token or URL credential."""
     if not text:
         return text
+    text = _without_known(text, secrets)
+    if len(text) < _PIECEWISE_FROM:
+        return _redact_patterns(text)
+    folded = _folded(text)
+    windows = _hint_windows(folded)
+    if windows is None:
+        return _redact_patterns(text, folded)
+    return _redact_windows(text, windows)
+
+
+def _redact_windows(text: str, windows: Iterable[tuple[int, int]]) -> str:
+    """``text`` with the patterns run on each window (in order, apart, from cut to cut) and
+    the text between them copied."""
+    parts: list[str] = []
+    done = 0
+    for start, end in windows:
+        parts += (text[done:start], _redact_patterns(text[start:end]))
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _redact_whole(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """redact_text with every pattern run over the whole text: what redact_text returns
+    (tests/test_redact_pieces.py compares the two), and its path for short texts."""
+    if not text:
+        return text
+    return _redact_patterns(_without_known(text, secrets))
+
+
+def _without_known(text: str, secrets: Iterable[str | None]) -> str:
     values = {s.strip() for s in secrets if s and len(s.strip()) >= MIN_SECRET_LENGTH}
     values |= known_secrets()
     # Longest first: a key that contains another secret is removed whole.
@@ -229,17 +312,25 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
             text = text.replace(value, MASK)
         if len(value) >= 2 * _TAIL_LENGTH and value[-_TAIL_LENGTH:] in text:
             text = text.replace(value[-_TAIL_LENGTH:], MASK)
+    return text
+
+
+def _redact_patterns(text: str, folded: bytes | None = None) -> str:
+    """Every credential shape masked, one pass of re per pattern that may match; ``folded``
+    is ``_folded(text)`` when the caller has it."""
     if "://" in text:
         text = _sub_after_boundary(
             _URL, lambda m: m["pre"] + m["lead"] + redact_url(m["url"]), text
         )
-    return _redact_shapes(text)
+        folded = None  # the URLs' credentials are masked now: fold what is left
+    return _redact_shapes(text, folded)
 
 
-def _redact_shapes(text: str) -> str:
+def _redact_shapes(text: str, folded: bytes | None = None) -> str:
     """Header lines, Bearer and Basic credentials, key-shaped tokens; each pass only where
     the words it needs occur (a substring test is tens of times faster than a pass of re)."""
-    folded = _folded(text)
+    if folded is None:
+        folded = _folded(text)
     if b"cookie" in folded:
         text = _COOKIE_LINE.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", text)
     if _may_hold_header(folded):
@@ -285,6 +376,88 @@ def _may_hold_key(text: str) -> bool:
     if text.count("-") + text.count("_") > len(text) // 64:
         return any(hint in text for hint in _KEY_HINTS)
     return any(separator.search(text) for separator in _KEY_SEPARATORS)
+
+
+def _hint_windows(folded: bytes) -> list[tuple[int, int]] | None:
+    """Runs of whole pieces (see _PIECEWISE_FROM) that hold every hint of ``folded``, in
+    order; None as soon as they would cover half of it or come too thick to be worth a
+    call each, so that a text without that structure pays little before its whole path."""
+    size = len(folded)
+    windows: list[tuple[int, int]] = []
+    total = 0
+    for found, (start, end) in enumerate(_hint_pieces(folded), 1):
+        if windows and start - windows[-1][1] <= _MERGE_GAP:
+            merged, before = windows.pop()
+            total -= before - merged
+            start = merged
+        windows.append((start, end))
+        total += end - start
+        if total > size * _MOST_COVERED or found > end // _BYTES_PER_HINT + 64:
+            return None
+    return windows
+
+
+def _hint_pieces(folded: bytes) -> Iterator[tuple[int, int]]:
+    """For each hint in ``folded``, in order, the piece that holds it, or the run of pieces
+    from the end of the last one yielded (each from a cut or the start to a cut or the end).
+
+    Each stretch of ``folded`` is searched once for each hint and once for cuts: hints inside
+    a piece already yielded are skipped, not found one by one.
+    """
+    size = len(folded)
+    covered = block = 0  # where the last piece yielded ends (a cut, or the start)
+    while block < size:
+        stop = min(block + _BLOCK, size)
+        scans = _hint_scans(folded, block, stop)
+        upcoming = [scan(block) for scan in scans]
+        while (hint := min(upcoming)) < stop:
+            # From the last cut at or before the hint to the first cut after it: a hint
+            # holds no "\n", so neither cut falls inside it.
+            cut = folded.rfind(_CUT, covered, hint)
+            start = cut + len(_CUT) if cut >= 0 else covered
+            cut = folded.find(_CUT, hint)
+            covered = cut + len(_CUT) if cut >= 0 else size
+            yield start, covered
+            upcoming = [
+                scan(covered) if at < covered else at
+                for scan, at in zip(scans, upcoming, strict=True)
+            ]
+        block = max(stop, covered)
+
+
+def _hint_scans(folded: bytes, block: int, stop: int) -> list[Callable[[int], int]]:
+    """For each hint, a function that finds, from a position on, the next place in
+    ``folded[block:stop]`` where one ends: the place of its last character (``len(folded)``
+    when there is none). A hint is in the block where it ends, whichever way it is found."""
+    size = len(folded)
+
+    def finding(needle: bytes) -> Callable[[int], int]:
+        last = len(needle) - 1
+
+        def scan(start: int) -> int:
+            found = folded.find(needle, max(start - last, 0), stop)
+            return found + last if found >= 0 else size
+
+        return scan
+
+    def searching(pattern: re.Pattern[bytes]) -> Callable[[int], int]:
+        def scan(start: int) -> int:
+            # Its match is the separator alone, which ends the hint: it looks behind it at
+            # the prefix, before ``start`` too.
+            found = pattern.search(folded, start, stop)
+            return found.start() if found else size
+
+        return scan
+
+    scans = [finding(needle) for needle in _WORD_HINTS]
+    for sep, hints in _SEPARATED_HINTS.items():
+        if folded.count(sep.encode(), block, stop) > (stop - block) // 64:
+            # Separators everywhere ("x-x-x-"): one look behind each would cost more than
+            # a search for each hint.
+            scans += [finding(hint) for hint in hints]
+        else:
+            scans.append(searching(_SEPARATED_HINT_SCANS[sep]))
+    return scans
 
 
 def _query_pairs(query: str) -> Iterator[re.Match[str]]:
