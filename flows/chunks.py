@@ -24,7 +24,6 @@ from juryflow.judges.budget import Budget
 from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
 from juryflow.maths.consensus import item_consensus
-from juryflow.maths.early_stop import is_decided
 from juryflow.maths.records import Consensus, Item, Judgment
 from juryflow.planning.early_stop_plan import EarlyStopPlan, early_stop_plan
 from juryflow.planning.run_setup import RunPlan
@@ -122,7 +121,6 @@ class ChunkRunner:
         )
         self.skipped: dict[str, set[str]] = {}
         """Judges an earlier invocation left out of an item as decided (early stopping)."""
-        self.panel_index = {spec.id: n for n, spec in enumerate(plan.panel.judges)}
         if plan.resumed:
             self._load_previous_work()
 
@@ -246,24 +244,6 @@ class ChunkRunner:
             )
         return [judgment for judgments in results for judgment in judgments]
 
-    def _open(self, item: Item, known: list[Judgment], early: EarlyStopPlan) -> list[str]:
-        """The judges not yet heard on ``item`` whose answers could still change its result
-        (all of them), or [] when it is decided."""
-        heard = {j.judge_id for j in known} | self.skipped.get(item.item_id, set())
-        missing = [spec.id for spec in early.order if spec.id not in heard]
-        if not missing or early.in_audit(item.item_id):
-            return missing
-        decided = is_decided(
-            item.item_id,
-            self._in_panel_order(known),
-            [early.shapes[judge_id] for judge_id in missing],
-            n_judges=len(self.plan.panel.judges),
-            text=item.text(self.plan.text_variable),
-            quorum=self.plan.quorum,
-            rule=self.chunk_rule,
-        )
-        return [] if decided else missing
-
     async def _judge_in_rounds(
         self,
         items: list[Item],
@@ -284,9 +264,7 @@ class ChunkRunner:
             if spec is not None:
                 # Only the items this judge could still change; the order is fixed, so a
                 # judge reached here is the next one each open item would call.
-                open_items = [
-                    i for i in waiting if spec.id in self._open(i, by_item[i.item_id], early)
-                ]
+                open_items = [i for i in waiting if spec.id in self._open(i, by_item, early)]
                 if not open_items:
                     continue
                 work = [(spec, open_items)]
@@ -296,12 +274,16 @@ class ChunkRunner:
             fresh += answers
         return fresh
 
-    def _in_panel_order(self, judgments: Iterable[Judgment]) -> list[Judgment]:
-        # One order whatever order they were called in: a mean summed in another order can
-        # differ in its last bit, and an early-stopped run must match a full one exactly.
-        return sorted(
-            judgments, key=lambda j: self.panel_index.get(j.judge_id, len(self.panel_index))
-        )
+    def _open(
+        self, item: Item, by_item: dict[str, list[Judgment]], early: EarlyStopPlan
+    ) -> list[str]:
+        known, text = by_item[item.item_id], item.text(self.plan.text_variable)
+        return early.open_judges(item.item_id, text, known, self.skipped.get(item.item_id, ()))
+
+    def _panel_order(self, judgments: list[Judgment]) -> list[Judgment]:
+        # As an early-stopped run orders them, so that both combine alike to the last bit.
+        at = {spec.id: n for n, spec in enumerate(self.plan.panel.judges)}
+        return sorted(judgments, key=lambda j: at.get(j.judge_id, len(at)))
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
         self.in_flight[index] = items
@@ -335,7 +317,7 @@ class ChunkRunner:
                 # An item a judge left for lack of budget gets its consensus when --resume
                 # has all its judgments (as for an interrupted chunk), unless early stopping
                 # proves the judges not heard cannot change it.
-                if early is None or self._open(item, by_item[item.item_id], early):
+                if early is None or self._open(item, by_item, early):
                     continue
                 earlier = self.skipped.get(item.item_id, set())
                 left_out = [s.id for s in early.order if s.id not in judged | earlier]
@@ -345,7 +327,7 @@ class ChunkRunner:
             consensus.append(
                 item_consensus(
                     item.item_id,
-                    self._in_panel_order(by_item[item.item_id]),
+                    self._panel_order(by_item[item.item_id]),
                     n_judges=n_judges,
                     text=item.text(text_variable),
                     quorum=self.plan.quorum,

@@ -14,6 +14,11 @@ from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_pre
 limit_malloc_arenas()  # before Prefect and DuckDB start their threads
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
+from juryflow.cli.run_options import (  # noqa: E402
+    AuditFractionOption,
+    EarlyStopOption,
+    refuse_settings_on_resume,
+)
 from juryflow.cli.runs import DbOption, fail  # noqa: E402
 from juryflow.terminal import output  # noqa: E402  (Prefect settings must be in place first)
 
@@ -47,17 +52,6 @@ def _options(
     ] = False,
 ) -> None:
     """Judge panels for LLM evaluations: run, agree, disagree, query."""
-
-
-def _refuse_settings_on_resume(**given: object) -> None:
-    """A resumed run keeps the settings it started with; silently ignoring new ones would
-    mislead, so they are refused."""
-    named = [f"--{name}" for name, value in given.items() if value is not None]
-    if named:
-        raise ValueError(
-            f"--resume continues a run with the settings it started with; drop {', '.join(named)}"
-            " (or start a new run, or re-aggregate it: juryflow reaggregate RUN --consensus ...)"
-        )
 
 
 @app.command()
@@ -153,24 +147,8 @@ def run(
             "(default: $JURYFLOW_DATA_PATH).",
         ),
     ] = None,
-    early_stop: Annotated[
-        bool | None,
-        typer.Option(
-            "--early-stop/--no-early-stop",
-            help="Call a judge only while its answer can still change the item's consensus "
-            "(the result is unchanged; default: the panel's early_stop).",
-        ),
-    ] = None,
-    audit_fraction: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            metavar="F",
-            help="With --early-stop: this share of the items gets every judge anyway; "
-            "agreement is measured on them (default: the panel's, 0.1).",
-        ),
-    ] = None,
+    early_stop: EarlyStopOption = None,
+    audit_fraction: AuditFractionOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB (a file,
@@ -206,7 +184,7 @@ def run(
                 from juryflow.storage.reads.run_queries import resolve_run_id
                 from juryflow.storage.store import Store
 
-                _refuse_settings_on_resume(
+                refuse_settings_on_resume(
                     quorum=quorum, calibration=calibration, limit=limit, sample=sample,
                     early_stop=early_stop, audit_fraction=audit_fraction,
                 )  # fmt: skip
