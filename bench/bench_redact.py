@@ -14,13 +14,14 @@ broken and nested braces, an unclosed fence before spaces).
 
 Shapes: ``prose`` (the bundled sample's responses, cycled), ``prose+secrets`` (the same
 with a URL carrying a key, an ``X-Api-Key`` header line, a Bearer token and an ``sk-`` key
-every 10,000 characters: every pass has work), ``json answer``
-(the seed spans prompt's answer shape, cycled) and the adversarial runs that made the old
-patterns rescan: letters, ``x-x-x-``, ``x-keykey``, ``sk-sk-sk-``, ``a=a=a`` in a URL query,
-a URL path without ``=``, quotes, ``Basic Basic``, spaces; and those that would make
-redaction piece by piece pay without gain: ``.\\n`` every 2 characters (a cut, no hint) and
-``AKIA.\\n`` (a hint in every piece). Long texts are redacted only in the pieces, cut after
-``.\\n``, that hold a hint; "beyond the target" times ``prose+secrets`` without any ``.\\n``.
+every 10,000 characters: every pass has work), ``json answer`` (the seed spans prompt's
+answer shape, cycled) and the adversarial runs that made the old patterns rescan: letters,
+``x-x-x-``, ``x-keykey``, ``sk-sk-sk-``, ``a=a=a`` in a URL query, a URL path without ``=``,
+quotes, ``Basic Basic``, spaces. A long text is redacted only in the pieces, cut after
+``.\\n``, that hold a hint of some pattern; two shapes would make that pay without gain:
+``.\\n`` every 2 characters (cuts, no hint) and ``AKIA.\\n`` (a hint in every piece).
+"Beyond the target" times ``prose+secrets`` without any ``.\\n``, and ``sk-1`` or
+``cookie.\\n`` every few characters.
 
 Run: .venv/bin/python bench/bench_redact.py [--sizes 1000000,10000000,30000000] [--repeats 2]
 """
@@ -107,11 +108,15 @@ def shapes() -> dict[str, Callable[[int], str]]:
 
 
 def beyond_the_target() -> dict[str, Callable[[int], str]]:
-    """Shapes timed for the record, not held to the target: with no ".\n" to cut at, a text
-    with secrets takes the whole-text path (every pass over all of it)."""
-    prose = _sample_prose()
-    unit = _with_secrets(prose[:10_000]).replace(".\n", ". \n")
-    return {"prose+secrets no .\\n": _cycled(unit)}
+    """Shapes timed for the record, not held to the target. With no ".\n" to cut at, a text
+    with secrets takes the whole-text path (every pass over all of it); with a key prefix or
+    a cookie every few characters, a pass tries a match at each, on either path."""
+    unit = _with_secrets(_sample_prose()[:10_000]).replace(".\n", ". \n")
+    return {
+        "prose+secrets no .\\n": _cycled(unit),
+        "sk-1 sk-1 sk-1": _cycled("sk-1 "),
+        "cookie.\\n cookie.\\n": _cycled("cookie.\n"),
+    }
 
 
 def best_seconds(run: Callable[[], object], repeats: int) -> float:
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
             f"slowest shape at {TARGET_SIZE:,} characters: {slowest[TARGET_SIZE]:.3f} s "
             f"(target < {TARGET_SECONDS:g} s: {verdict})"
         )
-    print("beyond the target (no cut point):")
+    print("beyond the target:")
     for name, make in beyond_the_target().items():
         redaction_row(name, make, sizes, args.repeats)
     answer_path_rows(sizes, args.repeats)
