@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from unittest.mock import patch
 
@@ -117,33 +118,30 @@ def test_redact_text_equals_the_whole_text_path(text: str, gap: int, secret: boo
         assert redact_text(text, secrets) == _redact_whole(text, secrets)
 
 
-def _bench_shapes() -> dict[str, object]:
+def _bench_shapes() -> dict[str, Callable[[int], str]]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     try:
         import bench_redact
     finally:
         sys.path.pop(0)
-    return bench_redact.shapes()  # type: ignore[no-any-return]
+    shapes: dict[str, Callable[[int], str]] = bench_redact.shapes()
+    return shapes
 
 
 @pytest.mark.parametrize(
     "shape", ["prose", "prose+secrets", "json answer", "sk-sk-sk-", "x-x-x-", "AKIA between ends"]
 )
 def test_bench_shapes_at_a_real_length(shape: str) -> None:
-    make = _bench_shapes()[shape]
-    assert callable(make)
-    text = make(300_000)
+    text = _bench_shapes()[shape](300_000)
     assert redact_text(text) == _redact_whole(text)
 
 
 def test_which_path_a_long_text_takes() -> None:
     shapes = _bench_shapes()
-    prose, secrets = (shapes[name] for name in ("prose", "prose+secrets"))
-    assert callable(prose) and callable(secrets)
     # Prose: no piece to redact. With secrets every 10,000 characters: a window for each,
     # a small share of the text; the secrets are gone.
-    assert _hint_windows(_folded(prose(300_000))) == []
-    text = secrets(300_000)
+    assert _hint_windows(_folded(shapes["prose"](300_000))) == []
+    text = shapes["prose+secrets"](300_000)
     windows = _hint_windows(_folded(text))
     assert windows is not None and 25 <= len(windows) <= 35
     assert sum(end - start for start, end in windows) < len(text) // 4
