@@ -77,6 +77,10 @@ server-wide RNG seeded with ``seed``) apply to requests the name or script did n
 before the name's rule: a fault (``"429"``, ``"drop"``, ...), an answer (``"score-0.3"``,
 ``"spans-good"``, ...) or ``"raw:<text>"`` for literal output text.
 
+Rate limits (``rpm_limit``, ``tpm_limit`` per ``rate_window`` seconds; ``--rpm-limit``...):
+a real budget per model, enforced with 429s and reported on every model answer in the
+API's own rate-limit headers (see :mod:`juryflow.standin.quotas`).
+
 Run it: ``python -m juryflow.standin.server --port 8765 --latency-ms 200 --fault-429 0.1``
 (add ``--gold data.jsonl`` for the ``sim-*`` judges).
 """
@@ -100,6 +104,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from juryflow.judges.providers.base import TOOL_NAME
+from juryflow.standin.quotas import QuotaKeeper
 from juryflow.standin.simulator import Gold, load_gold, sim_answer
 
 Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
@@ -152,6 +157,13 @@ class StubConfig:
     script: dict[str, list[str]] = field(default_factory=dict)
     gold: Gold | None = None
     """Gold labels by response text, for the ``sim-*`` judges (see :func:`load_gold`)."""
+    rpm_limit: float | None = None
+    """Requests each model may take per ``rate_window``; beyond it a 429 with retry-after.
+    Set (or ``tpm_limit``), every model answer carries the API's rate-limit headers."""
+    tpm_limit: float | None = None
+    """Tokens each model may take per ``rate_window`` (prompt/4 plus ``max_tokens``)."""
+    rate_window: float = 60.0
+    """Seconds in which a spent budget refills whole (see :mod:`juryflow.standin.quotas`)."""
     batch_api: bool = True
     """Whether the batch routes exist; without them they answer 404, as vLLM or Ollama do."""
     batch_polls_to_finish: int = 3
@@ -171,6 +183,9 @@ class StubConfig:
         rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop, self.malformed)
         if any(r < 0 for r in rates) or sum(rates) > 1:
             raise ValueError("fault rates must be >= 0 and sum to at most 1")
+        limits = (self.rpm_limit, self.tpm_limit)
+        if any(limit is not None and limit <= 0 for limit in limits) or self.rate_window <= 0:
+            raise ValueError("rate limits and the rate window must be positive")
 
 
 PROMPT_LOG_SIZE = 256
@@ -746,6 +761,8 @@ class StubServer:
             model: deque(steps) for model, steps in self.config.script.items()
         }
         self._ids = itertools.count(1)
+        cfg = self.config
+        self.quotas = QuotaKeeper(cfg.rpm_limit, cfg.tpm_limit, cfg.rate_window)
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._server: asyncio.Server | None = None
 
@@ -846,6 +863,27 @@ class StubServer:
         return await _send(writer, reply.status, reply.payload, reply.headers)
 
     async def _model_call(
+        self,
+        api: str,
+        body: dict[str, Any],
+        model: str,
+        number: int,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> _Reply:
+        # Counted on arrival, as the APIs do; the headers say what was left then.
+        prompt = prompt_of(body) if self.config.tpm_limit is not None else ""
+        admission = self.quotas.admit(api, model, body, prompt)
+        if admission.refused:
+            message = "stub: rate limit exceeded for this model; wait for retry-after"
+            return _Reply("429", 429, error_body(api, 429, message), admission.headers)
+        reply = await self._answer(api, body, model, number, request, reader, writer)
+        if admission.headers and reply.status is not None:
+            reply.headers = {**admission.headers, **(reply.headers or {})}
+        return reply
+
+    async def _answer(
         self,
         api: str,
         body: dict[str, Any],
@@ -1097,6 +1135,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--malformed", type=float, default=0.0, help="rate of broken JSON")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds")
     parser.add_argument("--hang-seconds", type=float, default=30.0)
+    parser.add_argument("--rpm-limit", type=float, default=None, help="requests per window")
+    parser.add_argument("--tpm-limit", type=float, default=None, help="tokens per window")
+    parser.add_argument("--rate-window", type=float, default=60.0, help="rate window, seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--gold", default=None, help="dataset whose labels drive the sim-* judges (JSONL, ...)"
@@ -1106,7 +1147,15 @@ def main(argv: list[str] | None = None) -> None:
         gold = load_gold(args.gold) if args.gold else None
     except ValueError as error:  # DatasetError: the file cannot be read as a labelled set
         parser.error(str(error))
-    config = StubConfig(
+    try:
+        config = _config_from(args, gold)
+    except ValueError as error:  # a limit or a rate out of range: the message names it
+        parser.error(str(error))
+    serve(args.host, args.port, config)
+
+
+def _config_from(args: argparse.Namespace, gold: Gold | None) -> StubConfig:
+    return StubConfig(
         latency_ms=args.latency_ms,
         latency_jitter_ms=args.latency_jitter_ms,
         fault_429=args.fault_429,
@@ -1118,8 +1167,10 @@ def main(argv: list[str] | None = None) -> None:
         hang_seconds=args.hang_seconds,
         seed=args.seed,
         gold=gold,
+        rpm_limit=args.rpm_limit,
+        tpm_limit=args.tpm_limit,
+        rate_window=args.rate_window,
     )
-    serve(args.host, args.port, config)
 
 
 if __name__ == "__main__":

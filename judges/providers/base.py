@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from juryflow.judges.providers.quota_headers import observe_response
 from juryflow.judges.redact import (
     header_secrets,
     protect_logs,
@@ -359,22 +360,29 @@ def http_client(module: ModuleType, connections: int, base_url: str | None) -> A
 
     aiohttp (the SDKs' ``[aiohttp]`` extra) costs about half the CPU per call of the default
     httpx transport; without it installed, the SDK's httpx client is used. Both set
-    TCP_NODELAY (asyncio does it for every TCP transport).
+    TCP_NODELAY (asyncio does it for every TCP transport). Either way every response, an
+    error's too, passes its rate-limit headers to the limiter that admitted the call.
     """
     limits = http_library(module).Limits(
         max_connections=connections, max_keepalive_connections=connections
     )
+    hooks = {"response": [_observe_quota]}
     if _has_userinfo(base_url):
         # user:password@ in base_url: httpx turns it into a Basic header, which the aiohttp
         # transport then passes along with the URL, and aiohttp refuses to send both.
-        return module.DefaultAsyncHttpxClient(limits=limits)
+        return module.DefaultAsyncHttpxClient(limits=limits, event_hooks=hooks)
     aiohttp_client = getattr(module, "DefaultAioHttpClient", None)  # absent in older SDKs
     if aiohttp_client is not None:
         try:
-            return aiohttp_client(limits=limits)
+            return aiohttp_client(limits=limits, event_hooks=hooks)
         except RuntimeError:  # the SDK says the aiohttp extra is not installed
             pass
-    return module.DefaultAsyncHttpxClient(limits=limits)
+    return module.DefaultAsyncHttpxClient(limits=limits, event_hooks=hooks)
+
+
+async def _observe_quota(response: Any) -> None:
+    # Headers only: the SDK reads the body, and a hook that raised would fail the call.
+    observe_response(response.headers)
 
 
 def _has_userinfo(url: str | None) -> bool:
