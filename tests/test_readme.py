@@ -124,6 +124,15 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "against the stand-in server in tests/test_flow_llm.py",
     ),
     "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
+    "juryflow stub-server --port 8765 --gold ../shared/data/ragtruth/data2txt_dev.jsonl &": (
+        "tests/test_stub_sim.py",
+        "--gold",
+    ),
+    "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
+    "--panel examples/panel.sim-3span.yaml --early-stop": (
+        "tests/test_early_stop_runs.py",
+        "early_stop=True",
+    ),
     "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml": (
         "tests/test_runs_cli.py",
         "panel.stub.yaml",
