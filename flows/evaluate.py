@@ -33,6 +33,7 @@ from juryflow.flows.runtime.interrupts import (
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import close_judges
 from juryflow.flows.workers import WorkerPool, default_workers
+from juryflow.judges.breaker import breaker_for
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.planning.run_setup import RunPlan, plan_run
 from juryflow.storage.connection import Patience, StoreError, StoreLockedError, patient_waits
@@ -404,6 +405,7 @@ async def _judge_run(
             record(stopped)
             quiet_stopped_run()  # the command line's one line says it; Prefect's would repeat
             return cast("dict[str, Any]", Cancelled(message=stopped.message))
+        rate_limited = _rate_limited(plan, runner)  # before close() forgets the breakers
         await runner.close(cancel=False)
         await close_judges()
         completed = _record_completion(plan)
@@ -425,6 +427,8 @@ async def _judge_run(
             {"row": e.row_number, "item_id": e.item_id, "error": e.error}
             for e in plan.store.row_errors(plan.run_id)
         ],
+        rate_limited=rate_limited,
+        rate_limited_resumed=plan.resumed,
     )
     # Stopped judges and quorum misses: the command line exits 1 on them.
     summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
@@ -432,3 +436,15 @@ async def _judge_run(
 
     await publish_run_artifacts(plan.store, plan.run_id)
     return summary
+
+
+def _rate_limited(plan: RunPlan, runner: ChunkRunner) -> dict[str, int] | None:
+    """429 answers per LLM judge in this invocation, retried calls included; None when the
+    calls were made in other processes (``--workers``, Dask), whose counts stay there."""
+    if runner.pool is not None or runner.distributed:
+        return None
+    return {
+        spec.id: breaker_for(plan.run_id, spec).rate_limited
+        for spec in plan.panel.judges
+        if spec.provider != "offline"
+    }

@@ -87,7 +87,8 @@ def fix_for(spec: JudgeSpec, error: ProviderError) -> str:
 
 
 class CircuitBreaker:
-    """Counts a judge's consecutive fatal failures; thread-safe (Dask workers use threads)."""
+    """Counts a judge's consecutive fatal failures, and the 429s it got for the run's
+    summary; thread-safe (Dask workers use threads)."""
 
     def __init__(self, spec: JudgeSpec, threshold: int = STOP_AFTER) -> None:
         if threshold < 1:
@@ -97,6 +98,7 @@ class CircuitBreaker:
         self._lock = threading.Lock()
         self._failures = 0
         self._stopped: StoppedJudge | None = None
+        self._rate_limited = 0
 
     @property
     def stopped(self) -> StoppedJudge | None:
@@ -109,12 +111,21 @@ class CircuitBreaker:
         if stopped is not None:
             raise JudgeStopped(stopped)
 
+    @property
+    def rate_limited(self) -> int:
+        """Calls answered 429 so far, retried ones included."""
+        with self._lock:
+            return self._rate_limited
+
     def succeeded(self) -> None:
         with self._lock:
             if self._stopped is None:
                 self._failures = 0
 
     def failed(self, error: ProviderError) -> None:
+        if error.status == 429:
+            with self._lock:
+                self._rate_limited += 1
         if not error.fatal:
             # A timeout or a 500 says nothing about the key or the model.
             self.succeeded()

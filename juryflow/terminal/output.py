@@ -161,7 +161,25 @@ def _pace_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("duration", f"{seconds:.1f} s"),
         ("throughput", "n/a" if rate is None else f"{rate:.1f} judgments/s"),
         ("retries", str(summary.get("retries", 0))),
+        *_rate_limit_rows(summary),
     ]
+
+
+def _rate_limit_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The 429s each LLM judge got (retried calls included); no row without LLM judges."""
+    if "rate_limited" not in summary:
+        return []
+    counts = summary["rate_limited"]
+    if counts is None:
+        return [("429 answers", "not counted: the calls were made in worker processes")]
+    if not counts:
+        return []
+    total = sum(counts.values())
+    by_judge = ", ".join(f"{judge} {n}" for judge, n in counts.items() if n)
+    text = f"{total} ({by_judge})" if total else "none"
+    if summary.get("rate_limited_resumed"):
+        text += " in this invocation"
+    return [("429 answers", text)]
 
 
 REASON_CHARS = 100
