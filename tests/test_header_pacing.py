@@ -4,10 +4,12 @@ keeping a real budget. Counts are compared, never times."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -196,3 +198,31 @@ def test_the_command_line_takes_the_limits() -> None:
             timeout=120,
         ).stdout
     )
+
+
+def test_juryflow_stub_server_keeps_a_budget() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    juryflow = str(Path(sys.executable).with_name("juryflow"))
+    command = [
+        juryflow,
+        "stub-server",
+        "--port",
+        str(port),
+        "--rpm-limit",
+        "1",
+        "--rate-window",
+        "600",
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert "stub server on" in server.stdout.readline()  # it listens now
+        stub = StubHandle(f"http://127.0.0.1:{port}", None, None)  # type: ignore[arg-type]
+        answers = [post(stub, "openai") for _ in range(2)]
+    finally:
+        server.terminate()
+        server.wait(60)
+    assert [a.status_code for a in answers] == [200, 429]
+    assert answers[0].headers["x-ratelimit-remaining-requests"] == "0"

@@ -434,8 +434,21 @@ def stub_server(
             "gold labels drive the simulated stub-sim-spans-... / stub-sim-score-... judges.",
         ),
     ] = None,
+    rpm_limit: Annotated[
+        float | None,
+        typer.Option(min=0.001, help="Requests per model per --rate-window; 429 beyond it."),
+    ] = None,
+    tpm_limit: Annotated[
+        float | None,
+        typer.Option(min=0.001, help="Tokens per model per --rate-window; 429 beyond it."),
+    ] = None,
+    rate_window: Annotated[
+        float, typer.Option(min=0.001, help="Seconds in which a spent budget refills.")
+    ] = 60.0,
 ) -> None:
-    """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks."""
+    """Serve the Anthropic and OpenAI wire formats locally, for tests and benchmarks.
+
+    With --rpm-limit or --tpm-limit, every answer carries the API's rate-limit headers."""
     from juryflow.standin.server import StubConfig, load_gold, serve
 
     if fault_429 + fault_500 + fault_hang + fault_drop + malformed > 1:
@@ -455,6 +468,9 @@ def stub_server(
         malformed=malformed,
         seed=seed,
         gold=labels,
+        rpm_limit=rpm_limit,
+        tpm_limit=tpm_limit,
+        rate_window=rate_window,
     )
     if labels is not None:
         console.print(f"simulated judges know the gold labels of {len(labels)} responses")
