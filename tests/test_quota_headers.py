@@ -93,6 +93,27 @@ def test_malformed_reset_times_are_none(text: str) -> None:
     assert parse_reset_time(text, NOW) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0001-01-01T00:00:00+05:00",
+        "9999-12-31T23:59:59-23:59",
+        "2025-01-01T00:00:00+99:00",
+        "2025-01-01T00:00:00.123456789Z",
+    ],
+)
+def test_extreme_reset_times_never_raise(text: str) -> None:
+    seconds = parse_reset_time(text, NOW)
+    assert seconds is None or seconds >= 0
+    headers = {
+        "anthropic-ratelimit-requests-limit": "5",
+        "anthropic-ratelimit-requests-remaining": "1",
+        "anthropic-ratelimit-requests-reset": text,
+    }
+    for quota in quotas_from_headers(headers, NOW):
+        assert quota.reset_seconds is None or 0 <= quota.reset_seconds <= 86_400
+
+
 def test_anthropic_headers() -> None:
     headers = {
         "anthropic-ratelimit-requests-limit": "50",
