@@ -81,6 +81,13 @@ Rate limits (``rpm_limit``, ``tpm_limit`` per ``rate_window`` seconds; ``--rpm-l
 a real budget per model, enforced with 429s and reported on every model answer in the
 API's own rate-limit headers (see :mod:`juryflow.standin.quotas`).
 
+Prompt caches (:class:`PromptCache`, one per server): as the APIs do, the prefix up to an
+Anthropic ``cache_control`` block (from the model's minimum size) and the longest prefix
+of an OpenAI prompt seen before (from 1,024 tokens, in steps of 128) are written by the
+first call and read by later ones for 5 minutes after their last use; ``usage`` reports
+``cache_creation_input_tokens`` / ``cache_read_input_tokens`` (Anthropic, whose
+``input_tokens`` then leave them out) and ``prompt_tokens_details.cached_tokens`` (OpenAI).
+
 Run it: ``python -m juryflow.standin.server --port 8765 --latency-ms 200 --fault-429 0.1``
 (add ``--gold data.jsonl`` for the ``sim-*`` judges).
 """
