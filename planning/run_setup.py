@@ -649,7 +649,7 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
             f"DATASET --shard I/N --run-id {run_id}` again for each unfinished one "
             "(`juryflow finish` names them)"
         )
-    panel_spec = parse_panel(run.panel, f"run {run_id}")
+    panel_spec = _pinned_prompts(parse_panel(run.panel, f"run {run_id}"), run)
     check_keys(panel_spec)
     try:
         warnings = check_dataset(run) + _prompt_file_warnings(panel_spec)
@@ -658,6 +658,24 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
     except ResumeError as error:
         raise RunSetupError(str(error)) from None
     return run, panel_spec, warnings
+
+
+def _pinned_prompts(panel: PanelSpec, run: RunRecord) -> PanelSpec:
+    """The panel with each catalogue prompt at the version the run started with: a run
+    begun before a new version became the default (``data2txt_spans`` v1, now v2) is
+    resumed with the prompt its judgments answered, not a mix of both."""
+    versions = {
+        str(record.get("name")): record.get("version")
+        for record in run.prompts or ()
+        if isinstance(record, dict) and isinstance(record.get("version"), int)
+    }
+    judges = []
+    for judge in panel.judges:
+        prompt = judge.prompt
+        if prompt and not judge.prompt_file and "@v" not in prompt and prompt in versions:
+            judge = judge.model_copy(update={"prompt": f"{prompt}@v{versions[prompt]}"})
+        judges.append(judge)
+    return panel.model_copy(update={"judges": tuple(judges)})
 
 
 def _prompt_file_warnings(panel: PanelSpec) -> list[str]:
