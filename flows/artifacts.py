@@ -98,6 +98,7 @@ def run_markdown(store: Store, run_id: str) -> str:
         f"- **judgments**: {summary['judgments']} ({summary['unscored']} unscored, "
         f"{summary['cache_hits']} from cache)",
         f"- **mean spread between judges**: {_fmt(summary['mean_spread'])}",
+        *_early_stop_lines(summary),
         # only what this run's calls cost: cached (or re-aggregated) judgments were paid before
         "- **cost**: ${cost_spent_usd:.4f} spent in this run, ${cost_reused_usd:.4f} reused "
         "from the cache".format(**cost_split(store, run_id)),
@@ -116,6 +117,17 @@ def run_markdown(store: Store, run_id: str) -> str:
     if comparison is not None:
         lines += ["", *comparison_markdown(comparison)]
     return "\n".join(lines) + "\n"
+
+
+def _early_stop_lines(summary: dict[str, Any]) -> list[str]:
+    skipped = summary.get("skipped_decided") or 0
+    if not skipped and not summary.get("audit_items"):
+        return []
+    return [
+        f"- **early stopping**: {skipped} judge calls skipped (decided) on "
+        f"{summary.get('items_decided_early') or 0} items; {summary.get('audit_items') or 0} "
+        "audit items judged by every judge"
+    ]
 
 
 def _token_lines(judges: list[dict[str, Any]]) -> list[str]:

@@ -113,6 +113,10 @@ def test_an_early_stopped_run_stores_the_full_runs_consensus_with_fewer_calls(
     )
     assert covered == []
     assert early["skipped_decided"] == len(skipped)
+    from juryflow.flows.artifacts import run_markdown
+
+    markdown = run_markdown(Store(tmp_path / "early.duckdb"), early["run_id"])
+    assert f"**early stopping**: {len(skipped)} judge calls skipped (decided)" in markdown
 
     # Agreement only where every judge judged (the random audit sample); the consensus's
     # accuracy over every item, as the full run's.
