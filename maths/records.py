@@ -112,6 +112,8 @@ class Judgment:
     cached: bool = False
     verdict_threshold: float = VERDICT_THRESHOLD
     """A score at or above this is a 'hallucinated' verdict (the prompt's, or the panel's)."""
+    batch_id: str | None = None
+    """The provider's batch this answer came from (``--batch``); None for a real-time call."""
 
     def __post_init__(self) -> None:
         if self.score is None and not self.unscored_reason:

@@ -1,4 +1,5 @@
-"""A run's write-ahead journal: every judgment, one JSON line, the moment it completes.
+"""A run's write-ahead journal: every judgment, one JSON line, the moment it completes;
+and in batch mode every batch the moment the provider accepts it (``{"batch": ...}``).
 
 DuckDB receives judgments a chunk at a time (one transaction per chunk keeps writes fast),
 so a run killed mid-chunk would lose the calls that chunk had already paid for. Each
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from juryflow.judges.batches.records import SubmittedBatch
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import Judgment, Span, Usage
 from juryflow.storage.connection import StoreError
@@ -121,7 +123,14 @@ class Journal:
         self._fd: int | None = None
 
     def append(self, judgment: Judgment) -> None:
-        line = (judgment_to_json(judgment) + "\n").encode("utf-8")
+        self._write((judgment_to_json(judgment) + "\n").encode("utf-8"))
+
+    def append_batch(self, batch: SubmittedBatch) -> None:
+        """A batch the provider has accepted, written before it is first polled: a run
+        killed while it runs resumes by reading it, and pays for none of its requests twice."""
+        self._write(('{"batch":' + batch.to_json() + "}\n").encode("utf-8"))
+
+    def _write(self, line: bytes) -> None:
         try:
             if self._fd is None:
                 private_dir(self.path.parent)
@@ -159,6 +168,38 @@ class Journal:
                 except (ValueError, TypeError, KeyError):
                     continue
         return list(judgments.values())
+
+    def open_batches(self, keep: Callable[[str, str], bool] | None = None) -> list[SubmittedBatch]:
+        """The journaled batches, each with only its requests that no later line answered
+        (and ``keep(item_id, judge_id)`` accepts); batches left with none are dropped."""
+        if not self.path.exists():
+            return []
+        batches: list[SubmittedBatch] = []
+        latest: dict[tuple[str, str], int] = {}  # the batch a pair was last sent in
+        with self.path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    data = json.loads(line)
+                    if "batch" in data:
+                        batch = SubmittedBatch.from_json(json.dumps(data["batch"]))
+                        for entry in batch.entries:
+                            latest[(entry.item_id, entry.judge_id)] = len(batches)
+                        batches.append(batch)
+                    else:
+                        latest.pop((str(data["item_id"]), str(data["judge_id"])), None)
+                except (ValueError, TypeError, KeyError):
+                    continue  # a line cut short by the kill
+        kept: list[SubmittedBatch] = []
+        for index, batch in enumerate(batches):
+            entries = tuple(
+                e
+                for e in batch.entries
+                if latest.get((e.item_id, e.judge_id)) == index
+                and (keep is None or keep(e.item_id, e.judge_id))
+            )
+            if entries:
+                kept.append(dataclasses.replace(batch, entries=entries))
+        return kept
 
     def remove(self) -> None:
         self.close()

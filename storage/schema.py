@@ -365,6 +365,17 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        13,
+        """
+        -- Issue 24: batch mode. The provider's batch a judgment was answered in (priced at
+        -- the batch discount); NULL for a real-time call.
+        ALTER TABLE judgments ADD COLUMN batch_id VARCHAR;
+        """,
+    ),
+)
+
 # Numbered blocks may be written in any order in this file; they apply in number order.
 MIGRATIONS = tuple(sorted(MIGRATIONS))
 

@@ -56,6 +56,7 @@ _JUDGMENT_FIELDS = [
     "verdict_threshold",
     "cache_write_tokens",
     "cache_read_tokens",
+    "batch_id",
 ]
 
 
@@ -85,6 +86,7 @@ class _JudgmentRow:
     verdict_threshold: float | None
     cache_write_tokens: int | None
     cache_read_tokens: int | None
+    batch_id: str | None
 
     def to_judgment(self, spans: tuple[Span, ...]) -> Judgment:
         return Judgment(
@@ -114,6 +116,7 @@ class _JudgmentRow:
             verdict_threshold=(
                 self.verdict_threshold if self.verdict_threshold is not None else 0.5
             ),
+            batch_id=self.batch_id,
         )
 
 
@@ -184,6 +187,7 @@ def judgment_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Tabl
             "cache_read_tokens": pa.array(
                 [j.usage.cache_read_tokens for j in judgments], pa.int64()
             ),
+            "batch_id": pa.array([j.batch_id for j in judgments], pa.string()),
         }
     )
     span_rows = [

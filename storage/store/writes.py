@@ -198,6 +198,24 @@ class WritesMixin(StoreBase):
 
             self.transact(_body)
 
+    def forget_unscored(self, run_id: str, pairs: Sequence[tuple[str, str]]) -> None:
+        """Drop the unscored rows of these (item, judge) pairs, to be judged again: a
+        request a batch left unanswered (expired, say), which ``--resume`` sends anew.
+        Their items have no consensus yet; a scored row is never dropped."""
+        if pairs:
+
+            def _body(con: duckdb.DuckDBPyConnection) -> None:
+                # An unscored row has no span set; its spans, if any, go with it.
+                for table in ("judgment_spans", "judgments"):
+                    con.executemany(
+                        f"DELETE FROM {table} WHERE run_id = ? AND item_id = ? AND "
+                        "judge_id = ? AND (run_id, item_id, judge_id) IN (SELECT run_id, "
+                        "item_id, judge_id FROM judgments WHERE score IS NULL)",
+                        [[run_id, item_id, judge_id] for item_id, judge_id in pairs],
+                    )
+
+            self.transact(_body)
+
     def insert_consensus(self, run_id: str, results: Sequence[Consensus]) -> None:
         if results:
 
