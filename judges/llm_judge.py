@@ -35,6 +35,20 @@ seconds at a few hundred thousand characters."""
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """One item's call as the judge makes it: the request, the whole prompt, and what its
+    judgment records besides the answer (prompt name and hash, model, cache key, ...).
+
+    A batch sends ``request`` inside a batch and turns what comes back into a judgment with
+    :meth:`LLMJudge.answered` or :meth:`LLMJudge.unanswered`, as a real-time call does."""
+
+    item: Item
+    request: ModelRequest
+    prompt: str
+    common: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
 class CacheKeys:
     """An LLM judge's cache keys and verdict threshold, without its model client: the flow
     looks answers up in the cache where the calls are made elsewhere (``--workers``), and
@@ -131,13 +145,16 @@ class LLMJudge:
     def _cache_key(self, prompt: str) -> str:
         return prompt_cache_key(self.spec, prompt)
 
-    def call_cost(self, prompt: str, response: ModelResponse | None) -> float:
+    def call_cost(
+        self, prompt: str, response: ModelResponse | None, *, batch: bool = False
+    ) -> float:
         """What a call cost, for the budget: from the usage, else a bound on it (the prompt
         at ~4 characters a token and the whole output cap), so that an API that reports no
-        usage cannot spend without limit; 0 for a failed call (errors are not billed)."""
+        usage cannot spend without limit; 0 for a failed call (errors are not billed).
+        ``batch``: the call went through the provider's batch API, at its batch prices."""
         if response is None:
             return 0.0
-        cost = self._cost(response)
+        cost = self._cost(response, batch)
         if cost is None:
             cost = cost_usd(
                 self.model,
@@ -148,10 +165,11 @@ class LLMJudge:
                 self.prices,
                 cache_write_tokens=response.cache_write_tokens,
                 cache_read_tokens=response.cache_read_tokens,
+                batch=batch,
             )
         return cost or 0.0
 
-    def _cost(self, response: ModelResponse) -> float | None:
+    def _cost(self, response: ModelResponse, batch: bool = False) -> float | None:
         return cost_usd(
             self.model,
             response.input_tokens,
@@ -159,7 +177,51 @@ class LLMJudge:
             self.prices,
             cache_write_tokens=response.cache_write_tokens,
             cache_read_tokens=response.cache_read_tokens,
+            batch=batch,
         )
+
+    def prepare(self, item: Item) -> PreparedCall | Judgment:
+        """The call that judges ``item``, or its unscored judgment when the prompt cannot
+        be rendered (a variable missing): no call is made for it."""
+        common: dict[str, object] = {
+            "prompt_name": self.template.ref,
+            "prompt_hash": self.template.sha256,
+            "provider": self.spec.provider,
+            "model": self.model,
+            "verdict_threshold": self.verdict_threshold,
+        }
+        try:
+            static, per_item = self.template.render_parts(item.variables)
+        except PromptError as error:
+            return self._unscored(item, f"missing variable: {error}", _CallTimer(), **common)
+        prompt = static + per_item
+        common["cache_key"] = self._cache_key(prompt)
+        request = ModelRequest(
+            prompt=per_item,
+            output_kind=self.output_kind,
+            model=self.model,
+            temperature=self.spec.temperature,
+            max_tokens=self.spec.max_tokens,
+            timeout=self.spec.timeout,
+            structured=self.spec.structured_output,
+            static_prompt=static,
+            prompt_cache_key=self.provider_cache_key,
+        )
+        return PreparedCall(item, request, prompt, common)
+
+    def answered(
+        self, call: PreparedCall, response: ModelResponse, *, batch_id: str | None = None
+    ) -> Judgment:
+        """The judgment of a response to ``call``: parsed, validated and anchored as a
+        real-time answer is; ``batch_id``: it came from that batch, at batch prices."""
+        return self._judgment(call.item, response, 1, _CallTimer(), dict(call.common), batch_id)
+
+    def unanswered(
+        self, call: PreparedCall, reason: str, *, batch_id: str | None = None, attempts: int = 1
+    ) -> Judgment:
+        """The unscored judgment of ``call`` when no answer came (the provider's reason)."""
+        extra = {**call.common, "batch_id": batch_id}
+        return self._unscored(call.item, reason, _CallTimer(), attempts=attempts, **extra)
 
     async def judge(
         self,
@@ -174,31 +236,10 @@ class LLMJudge:
         if budget is not None and budget.reached:
             raise BudgetReached("budget reached")  # before queueing for a slot
         timer = _CallTimer()
-        common: dict[str, object] = {
-            "prompt_name": self.template.ref,
-            "prompt_hash": self.template.sha256,
-            "provider": self.spec.provider,
-            "model": self.model,
-            "verdict_threshold": self.verdict_threshold,
-        }
-        try:
-            static, per_item = self.template.render_parts(item.variables)
-        except PromptError as error:
-            return self._unscored(item, f"missing variable: {error}", timer, **common)
-        prompt = static + per_item
-        common["cache_key"] = self._cache_key(prompt)
-
-        request = ModelRequest(
-            prompt=per_item,
-            output_kind=self.output_kind,
-            model=self.model,
-            temperature=self.spec.temperature,
-            max_tokens=self.spec.max_tokens,
-            timeout=self.spec.timeout,
-            structured=self.spec.structured_output,
-            static_prompt=static,
-            prompt_cache_key=self.provider_cache_key,
-        )
+        call = self.prepare(item)
+        if isinstance(call, Judgment):
+            return call
+        request, prompt, common = call.request, call.prompt, dict(call.common)
         attempts = 0
 
         async def attempt() -> ModelResponse:
@@ -273,9 +314,15 @@ class LLMJudge:
         attempts: int,
         timer: _CallTimer,
         common: dict[str, object],
+        batch_id: str | None = None,
     ) -> Judgment:
         raw = response.text if response.structured is None else json.dumps(response.structured)
-        extra: dict[str, object] = {**common, "usage": self._usage(response), "attempts": attempts}
+        extra: dict[str, object] = {
+            **common,
+            "usage": self._usage(response, batch=batch_id is not None),
+            "attempts": attempts,
+            "batch_id": batch_id,
+        }
         if len(raw) > self.max_answer_chars:
             # Checked before any other pass over the answer: none of them runs on it.
             limit = self.max_answer_chars
@@ -315,11 +362,11 @@ class LLMJudge:
             **extra,  # type: ignore[arg-type]
         )
 
-    def _usage(self, response: ModelResponse) -> Usage:
+    def _usage(self, response: ModelResponse, batch: bool = False) -> Usage:
         return Usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost_usd=self._cost(response),
+            cost_usd=self._cost(response, batch),
             cache_write_tokens=response.cache_write_tokens,
             cache_read_tokens=response.cache_read_tokens,
         )

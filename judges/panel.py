@@ -166,6 +166,9 @@ class JudgeSpec(BaseModel):
     """A prompt file's text, read when the panel is loaded (``prompt`` then holds the file's
     absolute path). It travels with the spec, so remote tasks and resumed runs judge with
     the text the run started with; a panel file never sets it."""
+    batch: bool | None = None
+    """Send this judge's calls through its provider's batch API (at its batch prices);
+    None: as the panel's ``batch`` says."""
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +211,11 @@ class JudgeSpec(BaseModel):
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'model'")
             if not self.prompt:
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'prompt'")
+        if self.provider == "offline" and self.batch:
+            raise ValueError(
+                f"judge {self.id!r}: an offline detector makes no model call, so it has no "
+                "batch to join; remove 'batch'"
+            )
         if self.prompt_text is None:
             for name in ("output", "span_variable"):
                 if getattr(self, name) is not None:
@@ -292,6 +300,10 @@ class PanelSpec(BaseModel):
     judge_order: Literal["price", "panel"] = "price"
     """With ``early_stop``: which judges are called first — the cheapest by the price table
     (``price``), or the panel file's order (``panel``)."""
+    batch: bool = False
+    """Send the LLM judges' calls through their providers' batch APIs (OpenAI Batch,
+    Anthropic Message Batches): half the price, answers within 24 hours. A judge's own
+    ``batch`` overrides it; offline detectors judge as ever."""
 
     @field_validator("judges")
     @classmethod
@@ -344,6 +356,12 @@ class PanelSpec(BaseModel):
         data = self.model_dump(mode="json")
         data["judges"] = [judge.public_dict() for judge in self.judges]
         return data
+
+    def uses_batch(self, spec: JudgeSpec) -> bool:
+        """Whether ``spec``'s calls go through its provider's batch API in this panel."""
+        if spec.provider == "offline":
+            return False
+        return spec.batch if spec.batch is not None else self.batch
 
     def judge(self, judge_id: str) -> JudgeSpec:
         for spec in self.judges:
