@@ -14,6 +14,7 @@ from prefect import get_run_logger
 from prefect.futures import PrefectFuture
 from prefect.utilities.annotations import quote
 
+from juryflow.flows.batching import BatchRounds, resendable, without_resends
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
@@ -94,6 +95,7 @@ class ChunkRunner:
         distributed: bool,
         budget: Budget | None = None,
         pool: WorkerPool | None = None,
+        batch_wait: float | None = None,
     ) -> None:
         self.plan = plan
         self.distributed = distributed
@@ -123,6 +125,8 @@ class ChunkRunner:
         """Judges an earlier invocation left out of an item as decided (early stopping)."""
         if plan.resumed:
             self._load_previous_work()
+        # --batch: the run's batches (``batch_wait``: how long to wait for them, --batch-wait)
+        self.batches = BatchRounds.of(plan, self.journal.path, budget, batch_wait, self.done_pairs)
 
     def _load_previous_work(self) -> None:
         """What a killed run had stored, and what it had judged but not yet stored.
@@ -133,11 +137,14 @@ class ChunkRunner:
         store, run_id = self.plan.store, self.plan.run_id
         # Only items still without consensus need their stored judgments (to combine them
         # with the judges still to answer); the rest are done.
-        for judgment in store.load_judgments(run_id, without_consensus=True):
+        for judgment in without_resends(
+            store, run_id, store.load_judgments(run_id, without_consensus=True)
+        ):
             self.stored.setdefault(judgment.item_id, []).append(judgment)
         stored_pairs = store.judged_pairs(run_id)
         for judgment in self.journal.replay(keep=lambda i, j: (i, j) not in stored_pairs):
-            self.replayed.setdefault(judgment.item_id, []).append(judgment)
+            if not resendable(judgment):
+                self.replayed.setdefault(judgment.item_id, []).append(judgment)
         self.done_pairs = stored_pairs | {
             (j.item_id, j.judge_id) for js in self.replayed.values() for j in js
         }
@@ -165,7 +172,7 @@ class ChunkRunner:
             if key in found
         ]
 
-    async def _todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
+    async def todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
         """This judge's answers found in the cache, and the items it must still be asked."""
         todo = [i for i in items if (i.item_id, spec.id) not in self.done_pairs]
         if len(todo) < len(items):  # judged before a --resume: done, and not paid again now
@@ -174,14 +181,14 @@ class ChunkRunner:
         hit = {j.item_id for j in cached}
         return cached, [i for i in todo if i.item_id not in hit]
 
-    def _note_stopped(self, spec: JudgeSpec, chunk: JudgedChunk) -> None:
+    def note_stopped(self, spec: JudgeSpec, chunk: JudgedChunk) -> None:
         if chunk.stopped is not None and spec.id not in self.stopped:
             self.stopped[spec.id] = chunk.stopped
             # info: the command line prints it once, at the end; the Prefect UI shows it now
             get_run_logger().info(chunk.stopped.line())
 
     async def _judge(self, spec: JudgeSpec, items: list[Item], index: int) -> list[Judgment]:
-        cached, todo = await self._todo(spec, items)
+        cached, todo = await self.todo(spec, items)
         fresh: list[Judgment] = []
         if todo:
             prices = self.plan.panel.prices
@@ -204,7 +211,7 @@ class ChunkRunner:
             else:
                 chunk = await judge_chunk(spec, prices, _opaque(todo), index, journal, run_id)
             fresh = list(chunk.judgments)
-            self._note_stopped(spec, chunk)
+            self.note_stopped(spec, chunk)
         # A local chunk task reported its judgments one by one as they completed.
         progress.judged(cached + fresh if self.distributed else cached)
         return cached + fresh
@@ -215,7 +222,7 @@ class ChunkRunner:
         """The answers of each judge on its items, from one request to the worker processes
         (which report each judgment as it completes)."""
         specs = [spec for spec, _ in work]
-        prepared = await asyncio.gather(*(self._todo(spec, items) for spec, items in work))
+        prepared = await asyncio.gather(*(self.todo(spec, items) for spec, items in work))
         todo = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
         chunks = await pool.judge(todo) if todo else {}
         answers: list[list[Judgment]] = []
@@ -225,14 +232,17 @@ class ChunkRunner:
             if chunk is None:
                 answers.append(cached)
                 continue
-            self._note_stopped(spec, chunk)
+            self.note_stopped(spec, chunk)
             answers.append(cached + list(chunk.judgments))
         return answers
 
-    async def _judge_work(
-        self, work: list[tuple[JudgeSpec, list[Item]]], index: int
+    async def judge_work(
+        self, work: list[tuple[JudgeSpec, list[Item]]], index: int, real_time: bool = False
     ) -> list[Judgment]:
-        """Each judge's answers on its items (one request to the workers, or local tasks)."""
+        """Each judge's answers on its items (one request to the workers, or local tasks;
+        batch judges through their providers' batches unless ``real_time``)."""
+        if self.batches is not None and not real_time:
+            return await self.batches.judge_work(self, work, index)
         work = [(spec, items) for spec, items in work if items]
         if not work:
             return []
@@ -268,7 +278,7 @@ class ChunkRunner:
                 if not open_items:
                     continue
                 work = [(spec, open_items)]
-            answers = await self._judge_work(work, index)
+            answers = await self.judge_work(work, index)
             for judgment in answers:
                 by_item[judgment.item_id].append(judgment)
             fresh += answers
@@ -295,9 +305,7 @@ class ChunkRunner:
             by_item[judgment.item_id].append(judgment)
         early = self.early
         if early is None:
-            fresh = await self._judge_work(
-                [(spec, items) for spec in self.plan.panel.judges], index
-            )
+            fresh = await self.judge_work([(spec, items) for spec in self.plan.panel.judges], index)
             for judgment in fresh:
                 by_item[judgment.item_id].append(judgment)
         else:
@@ -308,8 +316,10 @@ class ChunkRunner:
         consensus: list[Consensus] = []
         skipped: list[tuple[str, str]] = []
         audit: list[str] = []
+        # An item a batch left a request of unanswered waits for --resume to send it.
+        unanswered = self.batches.unanswered if self.batches is not None else {}
         for item in items:
-            if item.item_id in self.done_consensus:
+            if item.item_id in self.done_consensus or item.item_id in unanswered:
                 continue
             judged = {j.judge_id for j in by_item[item.item_id]}
             left_out: list[str] = []
@@ -418,8 +428,9 @@ class ChunkRunner:
         return len(completed)
 
 
-def _spent(budget: Budget | None) -> bool:
-    return budget is not None and budget.reached
+def _spent(runner: ChunkRunner) -> bool:
+    held = runner.batches is not None and runner.batches.held_back  # a batch it could not pay
+    return runner.budget is not None and (runner.budget.reached or held)
 
 
 async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetStop | None:
@@ -465,7 +476,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
             if runner.shard_lost:
                 slots.release()
                 runner.check_lease()  # raises: no chunk starts for a shard this run lost
-            if _spent(runner.budget):
+            if _spent(runner):
                 # No chunk starts once the money is spent: the rest is for --resume.
                 slots.release()
                 break
@@ -475,7 +486,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
             for task in finished:
                 task.result()
         await asyncio.gather(*pending)
-        if _spent(runner.budget):
+        if _spent(runner):
             # Counting the items not reached reads the rest of the file, but judges none.
             seen += sum(isinstance(row, Item) for batch in chunks for row in batch)
             judged = await asyncio.to_thread(plan.store.consensus_item_ids, plan.run_id)
@@ -495,6 +506,8 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
     finally:
         keeper.cancel()
         await asyncio.gather(keeper, return_exceptions=True)
+    if runner.batches is not None:
+        runner.batches.check_answered()  # BatchStop: requests for --resume to send again
     if plan.rule.needs_fit:
         from juryflow.flows.reaggregate import refit_run_consensus
 

@@ -17,6 +17,7 @@ from prefect.states import Cancelled
 
 from juryflow.analysis.run_figures import run_figures
 from juryflow.analysis.run_health import health
+from juryflow.flows.batching import BatchStop
 from juryflow.flows.chunks import BudgetStop, ChunkRunner, judge_dataset
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.interrupts import (
@@ -198,10 +199,12 @@ async def _stop_interrupted(
             f"continue it with: {hint}"
         )
     else:
+        # --batch: what becomes of the batches still running, said in the same line
+        batches = runner.batches.left_running() if runner.batches is not None else ""
         message = (
             f"juryflow: run {plan.run_id} interrupted ({interruption.cause}): "
             f"{len(judged)} judgments stored ({flushed} of them from unfinished chunks). "
-            f"Continue it with: {hint}"
+            f"{batches}Continue it with: {hint}"
         )
     finally:
         timer.cancel()
@@ -215,7 +218,7 @@ async def evaluate(
     db: str | None = None,
     resume: str | None = None,
     suite: str | None = None,
-    chunk_size: int = 200,
+    chunk_size: int | None = None,
     quorum: int | None = None,
     mapping: dict[str, str] | None = None,
     use_cache: bool = True,
@@ -234,6 +237,8 @@ async def evaluate(
     take_over: bool = False,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
+    batch: bool | None = None,
+    batch_wait: float | None = None,
 ) -> dict[str, Any]:
     """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
 
@@ -242,7 +247,11 @@ async def evaluate(
     the run. ``take_over``: claim the shard even if another process on another machine
     holds it (one on this machine is checked). ``data_path``: where a new lake
     (``db="ducklake:..."``) keeps its files. ``early_stop`` / ``audit_fraction``: the
-    panel's settings of the same name, overridden (exact early stopping).
+    panel's settings of the same name, overridden (exact early stopping). ``batch``: the
+    panel's ``batch`` overridden (the providers' batch APIs, at half price); ``batch_wait``:
+    seconds after which a run still waiting for its batches stops ``interrupted``, leaving
+    them to finish for ``--resume``. ``chunk_size``: items per task (default 200; 10,000
+    in batch mode, so that a run makes few batches).
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
     the run then ends ``interrupted`` and ``--resume`` judges the rest.
@@ -285,8 +294,10 @@ async def evaluate(
                 take_over=take_over,
                 early_stop=early_stop,
                 audit_fraction=audit_fraction,
+                batch=batch,
             ),
             workers=workers,
+            batch_wait=batch_wait,
             distributed=distributed,
             max_cost=max_cost,
             chunks_in_flight=chunks_in_flight,
@@ -306,6 +317,7 @@ async def _plan_and_judge(
     max_cost: float | None,
     chunks_in_flight: int,
     began: float,
+    batch_wait: float | None = None,
 ) -> dict[str, Any]:
     logger = get_run_logger()
     flow_run_id = plan_options["flow_run_id"]
@@ -339,7 +351,7 @@ async def _plan_and_judge(
                     plan.run_id,
                     _resume_hint(plan),
                 )
-            runner = ChunkRunner(plan, distributed, budget, pool)
+            runner = ChunkRunner(plan, distributed, budget, pool, batch_wait)
         except BaseException as error:
             # The run's row exists but its judging never began (Ctrl-C or SIGTERM as it
             # starts, or an error): the row says how it ended, never `running`.
@@ -376,6 +388,9 @@ async def _judge_run(
         budget_stop: BudgetStop | None = None
         try:
             budget_stop = await watch.run(judge_dataset(runner, chunks_in_flight))
+        except BatchStop as stop:
+            # --batch-wait passed, or requests for --resume to send: stopped as on request
+            watch.trigger(Interruption(stop.reason, BUDGET_EXIT_CODE))
         except Exception as error:
             if watch.interruption is None:
                 if isinstance(error, ShardLost):

@@ -36,6 +36,10 @@ BUNDLED_DATASET = Path(
     str(resources.files("juryflow.examples").joinpath("ragtruth_data2txt_sample.jsonl"))
 ).resolve()
 DETECTOR_VARIABLES = ("reference", "response")
+DEFAULT_CHUNK_SIZE = 200
+BATCH_CHUNK_SIZE = 10_000
+"""Items per chunk in batch mode unless ``--chunk-size`` says otherwise: a run of up to
+this many items makes one batch per judge (per round of early stopping)."""
 
 
 class RunSetupError(ValueError):
@@ -45,9 +49,9 @@ class RunSetupError(ValueError):
 logger = logging.getLogger(__name__)
 
 
-def check_sizes(chunk_size: int, max_chars: int) -> None:
+def check_sizes(chunk_size: int | None, max_chars: int) -> None:
     """The command line range-checks these; a flow called directly gets the same answer."""
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise RunSetupError(f"--chunk-size {chunk_size}: give at least 1 item per task")
     if max_chars < 1:
         raise RunSetupError(f"--max-chars {max_chars}: give at least 1 character")
@@ -131,6 +135,21 @@ def with_early_stop(
             )
         changes["audit_fraction"] = audit_fraction
     return panel.model_copy(update=changes) if changes else panel
+
+
+def with_batch(panel: PanelSpec, batch: bool | None) -> PanelSpec:
+    """The panel with ``--batch`` / ``--no-batch`` over its own ``batch`` (a judge's own
+    setting still wins); stored with the run, so a resume keeps it."""
+    return panel if batch is None else panel.model_copy(update={"batch": batch})
+
+
+def chunk_size_for(chunk_size: int | None, panel: PanelSpec) -> int:
+    """``--chunk-size``, else 200 items per chunk, or 10,000 when a judge sends batches: a
+    batch per judge and chunk, so few and large."""
+    if chunk_size is not None:
+        return chunk_size
+    batching = any(panel.uses_batch(spec) for spec in panel.judges)
+    return BATCH_CHUNK_SIZE if batching else DEFAULT_CHUNK_SIZE
 
 
 def public_panel(panel: PanelSpec) -> dict[str, Any]:
@@ -240,11 +259,12 @@ def preflight(
     calibration: str | None = None,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
+    batch: bool | None = None,
 ) -> list[str]:
     """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
     the store (created or brought to the latest schema) and the named calibration.
     Returns warnings to show."""
-    panel_spec = with_early_stop(load_panel(panel), early_stop, audit_fraction)
+    panel_spec = with_batch(with_early_stop(load_panel(panel), early_stop, audit_fraction), batch)
     check_keys(panel_spec)
     checked_inputs(panel_spec, dataset, mapping, quorum)
     store = Store(db)
@@ -383,7 +403,7 @@ def plan_run(
     db: str | None,
     resume: str | None,
     suite: str | None,
-    chunk_size: int,
+    chunk_size: int | None,
     quorum: int | None,
     mapping: dict[str, str] | None,
     use_cache: bool,
@@ -399,6 +419,7 @@ def plan_run(
     take_over: bool = False,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
+    batch: bool | None = None,
 ) -> RunPlan:
     check_sizes(chunk_size, max_chars)
     check_selection(limit, sample)
@@ -426,6 +447,7 @@ def plan_run(
         seed=seed,
         early_stop=early_stop,
         audit_fraction=audit_fraction,
+        batch=batch,
     )
     if spec is None:
         store.create_run(record)
@@ -443,7 +465,7 @@ def _new_run(
     dataset: str | None,
     panel: str | None,
     suite: str | None,
-    chunk_size: int,
+    chunk_size: int | None,
     quorum: int | None,
     mapping: dict[str, str] | None,
     use_cache: bool,
@@ -455,9 +477,11 @@ def _new_run(
     seed: int,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
+    batch: bool | None = None,
 ) -> tuple[RunPlan, RunRecord]:
     """The plan of a new run (or shard) and the run row it would write; nothing written."""
-    panel_spec = with_early_stop(load_panel(panel), early_stop, audit_fraction)
+    panel_spec = with_batch(with_early_stop(load_panel(panel), early_stop, audit_fraction), batch)
+    chunk_size = chunk_size_for(chunk_size, panel_spec)
     check_keys(panel_spec)
     dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
@@ -697,7 +721,7 @@ def _prompt_file_warnings(panel: PanelSpec) -> list[str]:
 
 
 def _resume_plan(
-    store: Store, run_id: str, chunk_size: int, use_cache: bool, flow_run_id: str | None
+    store: Store, run_id: str, chunk_size: int | None, use_cache: bool, flow_run_id: str | None
 ) -> RunPlan:
     run, panel_spec, warnings = _resumable(store, run_id)
     for warning in warnings:  # the command line showed them already; flows called directly
@@ -712,7 +736,7 @@ def _resume_plan(
         mapping=dict(parameters.get("mapping") or {}),
         quorum=run.quorum,
         # The recorded chunk size keeps chunk boundaries, and so task names, as they were.
-        chunk_size=int(parameters.get("chunk_size") or chunk_size),
+        chunk_size=int(parameters.get("chunk_size") or chunk_size_for(chunk_size, panel_spec)),
         max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
         # The run's own choice: --no-cache on a resume is refused, not half applied.
         use_cache=bool(parameters.get("use_cache", use_cache)),

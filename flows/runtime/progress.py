@@ -57,7 +57,24 @@ class Skipped:
     count: int
 
 
-Event = Started | Total | Judged | ItemsDone | Skipped
+@dataclass(frozen=True, slots=True)
+class BatchStatus:
+    """Where one of the run's provider batches stands (``--batch``), at each of its polls."""
+
+    judge_id: str
+    batch_id: str
+    state: str
+    """validating, in_progress, finalizing, canceling, or an end: completed, expired, ..."""
+    done: int
+    """Requests the provider has answered (or failed) so far."""
+    total: int
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("completed", "canceled", "expired", "failed")
+
+
+Event = Started | Total | Judged | ItemsDone | Skipped | BatchStatus
 Listener = Callable[[Event], None]
 
 _listeners: list[Listener] = []

@@ -35,6 +35,7 @@ class Tally:
     it changes with every judgment)."""
 
     __slots__ = (
+        "batches",
         "began",
         "cached",
         "cost_usd",
@@ -58,6 +59,8 @@ class Tally:
         self.unscored = 0
         self.cached = 0
         self.cost_usd = 0.0
+        self.batches: dict[str, progress.BatchStatus] = {}
+        """The run's provider batches (``--batch``), each as its last poll found it."""
 
     def take(self, event: progress.Event) -> None:
         if isinstance(event, progress.Judged):
@@ -71,6 +74,8 @@ class Tally:
             self.items_done += event.count
         elif isinstance(event, progress.Skipped):
             self.skipped += event.count
+        elif isinstance(event, progress.BatchStatus):
+            self.batches[event.batch_id] = event
         elif isinstance(event, progress.Total):
             self.items, self.judges = event.items, max(event.judges, 1)
         elif isinstance(event, progress.Started):
@@ -107,10 +112,24 @@ class Tally:
             parts.append(f"cached {self.cached:,}")
         if self.skipped:
             parts.append(f"decided early {self.skipped:,}")
+        if self.batches:
+            parts.append(self.batch_line())
         # items count once their chunk is stored: what a --resume would not judge again
         items = f"items {self.items_done:,}" + ("" if self.items is None else f"/{self.items:,}")
         parts.append(items)
         return " · ".join(parts)
+
+    def batch_line(self) -> str:
+        """``batches 1 validating, 2 in progress, 1 completed (1,200/4,000 requests done)``"""
+        states: dict[str, int] = {}
+        for status in self.batches.values():
+            states[status.state] = states.get(status.state, 0) + 1
+        order = ("validating", "in_progress", "finalizing", "canceling")
+        named = sorted(states, key=lambda s: (order.index(s) if s in order else len(order), s))
+        counts = ", ".join(f"{states[s]} {s.replace('_', ' ')}" for s in named)
+        done = sum(s.done for s in self.batches.values())
+        total = sum(s.total for s in self.batches.values())
+        return f"batches {counts} ({done:,}/{total:,} requests done)"
 
 
 def duration(seconds: float) -> str:
