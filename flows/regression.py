@@ -97,7 +97,7 @@ async def regression(
     suite: str | None = None,
     baseline: str = "last",
     quorum: int | None = None,
-    chunk_size: int = 200,
+    chunk_size: int | None = None,
     mapping: dict[str, str] | None = None,
     use_cache: bool = True,
     max_chars: int = DEFAULT_MAX_CHARS,
@@ -107,6 +107,7 @@ async def regression(
     max_agreement_drop: float | None = 0.1,
     p_value_alpha: float = 0.05,
     report: str | None = None,
+    batch: bool | None = None,
 ) -> State[dict[str, Any]]:
     """Judge DATASET with PANEL, compare with the BASELINE run; Failed when it regressed.
 
@@ -114,6 +115,8 @@ async def regression(
     regress) or a run id. Each ``max_*`` threshold can be disabled with ``None``.
     ``report``: a path to write the new run's HTML report to, linked from a Prefect link
     artifact (a report that cannot be written is a warning, never a failed check).
+    ``batch``: the LLM judges through their providers' batch APIs at half the price (the
+    panel's ``batch`` overridden): what a scheduled run, which nobody waits for, should use.
     """
     logger = get_run_logger()
     thresholds = Thresholds(
@@ -138,6 +141,7 @@ async def regression(
         mapping=mapping,
         use_cache=use_cache,
         max_chars=max_chars,
+        batch=batch,
     )
     run_id = str(summary["run_id"])
     run = store.get_run(run_id)

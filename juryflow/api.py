@@ -224,12 +224,14 @@ def run(
     calibration: str | None = None,
     suite: str | None = None,
     use_cache: bool = True,
-    chunk_size: int = 200,
+    chunk_size: int | None = None,
     max_cost: float | None = None,
     workers: int | None = None,
     progress: bool = True,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
+    batch: bool | None = None,
+    batch_wait: float | None = None,
 ) -> Run:
     """Judge every item of ``dataset`` with every judge of ``panel`` and store it all: the
     command ``juryflow run`` (defaults: the bundled sample and the offline panel).
@@ -241,7 +243,10 @@ def run(
     progress bar and lines off stderr. ``workers`` is ``--workers``: the processes making the
     model calls. ``early_stop`` (``--early-stop``) calls a judge only while it can still
     change the item's consensus, the result unchanged; ``audit_fraction`` of the items get
-    every judge anyway (default: the panel's, 0.1).
+    every judge anyway (default: the panel's, 0.1). ``batch`` (``--batch``) sends the LLM
+    judges' calls through their providers' batch APIs at half the price; ``batch_wait``
+    (seconds) stops the run, resumable, if its batches are not done by then.
+    ``chunk_size``: items per task (default 200, or 10,000 in batch mode).
     """
     _start_prefect()
     from rich.console import Console
@@ -262,7 +267,7 @@ def run(
         check_budget(panel_file, store, None, max_cost, distributed=False)
     preflight(
         source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration,
-        early_stop=early_stop, audit_fraction=audit_fraction,
+        early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
     )  # fmt: skip
     parameters = dict(
         dataset=source,
@@ -283,6 +288,8 @@ def run(
         workers=workers,
         early_stop=early_stop,
         audit_fraction=audit_fraction,
+        batch=batch,
+        batch_wait=batch_wait,
     )
     console = Console(stderr=True, quiet=not progress)
     # Off a terminal the run prints plain progress lines to stderr; progress=False drops them.
@@ -302,9 +309,11 @@ def estimate(
     seed: int = 0,
     mapping: Mapping[str, str] | None = None,
     use_cache: bool = True,
+    batch: bool | None = None,
 ) -> DryRun:
     """What :func:`run` with these options would call and cost, per judge (``juryflow run
-    --dry-run``): prompts rendered, nothing called, nothing written, no key needed."""
+    --dry-run``): prompts rendered, nothing called, nothing written, no key needed.
+    ``batch``: as :func:`run`'s, the batch judges costed at batch prices."""
     from juryflow.planning.dry_run import estimate_run
 
     return estimate_run(
@@ -316,4 +325,5 @@ def estimate(
         limit=limit,
         sample=sample,
         seed=seed,
+        batch=batch,
     )

@@ -20,7 +20,7 @@ from juryflow.judges.llm_judge import prompt_cache_key
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse_panel
 from juryflow.judges.pricing import price_for
 from juryflow.maths.records import Item
-from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs
+from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch
 from juryflow.prompts.loader import PromptError, PromptTemplate
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
@@ -64,6 +64,8 @@ class JudgeEstimate:
     output_tokens_each: float = 0.0
     output_basis: str = ""
     max_tokens: int = 0
+    batch: bool = False
+    """The calls go through the provider's batch API: priced at its batch prices."""
 
     @property
     def output_tokens(self) -> int:
@@ -78,7 +80,11 @@ class JudgeEstimate:
             return 0.0
         if self.price is None:
             return None
-        return (self.input_tokens * self.price.input + output_tokens * self.price.output) / 1e6
+        price = self.price
+        return (
+            self.input_tokens * price.input_price(self.batch)
+            + output_tokens * price.output_price(self.batch)
+        ) / 1e6
 
     @property
     def cost_usd(self) -> float | None:
@@ -116,6 +122,7 @@ class DryRun:
                     "output_tokens_est": j.output_tokens,
                     "cost_usd_est": j.cost_usd,
                     "cost_usd_max": j.cost_max_usd,
+                    "batch": j.batch,
                 }
                 for j in self.judges
             ]
@@ -150,6 +157,20 @@ def _key_note(spec: JudgeSpec) -> str | None:
     return None
 
 
+def _batch_note(estimate: JudgeEstimate) -> str:
+    """Says that ``estimate`` is at batch prices, and which."""
+    price = estimate.price
+    prices = (
+        f" (${price.input_price(True):g} in, ${price.output_price(True):g} out per million tokens)"
+        if price is not None
+        else ""
+    )
+    return (
+        f"batch: {estimate.judge_id}'s calls go through its provider's batch API, costed at "
+        f"batch prices{prices}; a server without one is called in real time at full price"
+    )
+
+
 def _selected(dataset: Path, plan: RunPlan, max_chars: int) -> Iterator[Item | RowError]:
     return select_items(
         read_items(dataset, plan.needed_variables, plan.mapping, max_chars),
@@ -172,10 +193,12 @@ def estimate_run(
     sample: int | None = None,
     seed: int = 0,
     max_cost: float | None = None,
+    batch: bool | None = None,
 ) -> DryRun:
-    """The calls, tokens and cost per judge of the run these options would start."""
+    """The calls, tokens and cost per judge of the run these options would start;
+    ``batch``: ``--batch`` / ``--no-batch`` over the panel's setting."""
     check_selection(limit, sample)
-    panel_spec = load_panel(panel)
+    panel_spec = with_batch(load_panel(panel), batch)
     if max_cost is not None:
         check_enforceable(panel_spec, max_cost, distributed=False)
     # The run's own checks (span texts included), so the dry run refuses what it would.
@@ -210,6 +233,9 @@ def estimate_run(
     for spec, _ in judges:
         by_id[spec.id].price = price_for(spec.model or "", panel_spec.prices)
         by_id[spec.id].max_tokens = spec.max_tokens
+        by_id[spec.id].batch = panel_spec.uses_batch(spec)
+        if by_id[spec.id].batch:
+            result.notes.append(_batch_note(by_id[spec.id]))
         note = _key_note(spec)
         if note:
             result.notes.append(note)

@@ -16,7 +16,11 @@ apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
 from juryflow.cli.run_options import (  # noqa: E402
     AuditFractionOption,
+    BatchOption,
+    BatchWaitOption,
+    ChunkSizeOption,
     EarlyStopOption,
+    estimate_dry_run,
     refuse_settings_on_resume,
 )
 from juryflow.cli.runs import DbOption, fail  # noqa: E402
@@ -71,9 +75,7 @@ def run(
     quorum: Annotated[
         int | None, typer.Option(help="Judges that must answer: 1 to the panel size.")
     ] = None,
-    chunk_size: Annotated[
-        int, typer.Option(min=1, max=1_000_000, help="Items per Prefect task.")
-    ] = 200,
+    chunk_size: ChunkSizeOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
     resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
     suite: Annotated[str | None, typer.Option(help="Suite name for regressions.")] = None,
@@ -149,6 +151,8 @@ def run(
     ] = None,
     early_stop: EarlyStopOption = None,
     audit_fraction: AuditFractionOption = None,
+    batch: BatchOption = None,
+    batch_wait: BatchWaitOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB (a file,
@@ -176,8 +180,8 @@ def run(
             check_workers(workers, distributed=dask is not None, max_cost=max_cost)
             mapping = parse_mapping(map_ or [])
             if dry_run:
-                _dry_run(dataset, panel, db, mapping, quorum, no_cache, max_chars, limit, sample,
-                         seed, max_cost, resume)  # fmt: skip
+                estimate_dry_run(console, dataset, panel, db, mapping, quorum, no_cache, max_chars,
+                                 limit, sample, seed, max_cost, resume, batch)  # fmt: skip
                 return
             if resume is not None:
                 from juryflow.planning.run_setup import ResumeRequest, restore_from_journal
@@ -186,7 +190,7 @@ def run(
 
                 refuse_settings_on_resume(
                     quorum=quorum, calibration=calibration, limit=limit, sample=sample,
-                    early_stop=early_stop, audit_fraction=audit_fraction,
+                    early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
                 )  # fmt: skip
                 # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
                 # a store deleted during the run is rebuilt from the run's journal first
@@ -214,7 +218,7 @@ def run(
                 _check_budget(panel, db, None, max_cost, dask)
                 warnings = preflight(
                     dataset, panel, mapping, quorum, db=db, calibration=calibration,
-                    early_stop=early_stop, audit_fraction=audit_fraction,
+                    early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
                 )  # fmt: skip
                 if shard is not None and run_id is not None:
                     from juryflow.planning.run_setup import preflight_shard
@@ -223,7 +227,7 @@ def run(
                         db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
                         chunk_size=chunk_size, quorum=quorum, mapping=mapping,
                         use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
-                        limit=limit, sample=sample, seed=seed,
+                        limit=limit, sample=sample, seed=seed, batch=batch,
                     )  # fmt: skip
             for warning in warnings:
                 err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
@@ -251,6 +255,8 @@ def run(
                     take_over=take_over,
                     early_stop=early_stop,
                     audit_fraction=audit_fraction,
+                    batch=batch,
+                    batch_wait=batch_wait,
                 ),
                 dask=dask,
             )
@@ -302,44 +308,6 @@ def _check_budget(
         from juryflow.planning.dry_run import check_budget
 
         check_budget(panel, db, resume, max_cost, distributed=dask is not None)
-
-
-def _dry_run(
-    dataset: str | None,
-    panel: str | None,
-    db: str | None,
-    mapping: dict[str, str],
-    quorum: int | None,
-    no_cache: bool,
-    max_chars: int,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    max_cost: float | None,
-    resume: str | None,
-) -> None:
-    """``run --dry-run``: the estimate, without Prefect, keys, calls or writes."""
-    from juryflow.planning.dry_run import estimate_run
-
-    if resume is not None:
-        raise ValueError(
-            "--dry-run estimates a new run; drop --resume (a resumed run judges only the "
-            "(item, judge) pairs it has not stored)"
-        )
-    estimate = estimate_run(
-        dataset,
-        panel,
-        mapping,
-        db=db,
-        quorum=quorum,
-        use_cache=not no_cache,
-        max_chars=max_chars,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        max_cost=max_cost,
-    )
-    output.print_dry_run(console, estimate)
 
 
 @app.command()

@@ -1,11 +1,15 @@
 """Options of `juryflow run` kept apart so that the run command stays readable: those that
-decide what judging costs (early stopping, batch mode), and the rule for a resumed run."""
+decide what judging costs (early stopping, batch mode) and its estimate (``--dry-run``),
+and the rule for a resumed run."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EarlyStopOption = Annotated[
     bool | None,
@@ -28,6 +32,31 @@ AuditFractionOption = Annotated[
 ]
 
 
+ChunkSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, max=1_000_000, help="Items per Prefect task (200; with --batch 10,000)."),
+]
+
+BatchOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--batch/--no-batch",
+        help="Send the LLM judges' calls through their providers' batch APIs, at half the "
+        "price; answers may take up to 24 hours (default: the panel's batch).",
+    ),
+]
+
+BatchWaitOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        metavar="SECONDS",
+        help="With --batch: stop the run (resumable, exit code 3) after this long waiting "
+        "for batches, leaving them to finish; --resume reads them (default: no limit).",
+    ),
+]
+
+
 def refuse_settings_on_resume(**given: object) -> None:
     """A resumed run keeps the settings it started with; silently ignoring new ones would
     mislead, so they are refused."""
@@ -37,3 +66,45 @@ def refuse_settings_on_resume(**given: object) -> None:
             f"--resume continues a run with the settings it started with; drop {', '.join(named)}"
             " (or start a new run, or re-aggregate it: juryflow reaggregate RUN --consensus ...)"
         )
+
+
+def estimate_dry_run(
+    console: Console,
+    dataset: str | None,
+    panel: str | None,
+    db: str | None,
+    mapping: dict[str, str],
+    quorum: int | None,
+    no_cache: bool,
+    max_chars: int,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+    max_cost: float | None,
+    resume: str | None,
+    batch: bool | None,
+) -> None:
+    """``run --dry-run``: the estimate, without Prefect, keys, calls or writes."""
+    from juryflow.planning.dry_run import estimate_run
+    from juryflow.terminal import output
+
+    if resume is not None:
+        raise ValueError(
+            "--dry-run estimates a new run; drop --resume (a resumed run judges only the "
+            "(item, judge) pairs it has not stored)"
+        )
+    estimate = estimate_run(
+        dataset,
+        panel,
+        mapping,
+        db=db,
+        quorum=quorum,
+        use_cache=not no_cache,
+        max_chars=max_chars,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        max_cost=max_cost,
+        batch=batch,
+    )
+    output.print_dry_run(console, estimate)
