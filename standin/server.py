@@ -1149,6 +1149,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--gold", default=None, help="dataset whose labels drive the sim-* judges (JSONL, ...)"
     )
+    # The batch APIs (see juryflow.standin.batches): how a batch moves on, and its limits.
+    batch = parser.add_argument_group("batches")
+    batch.add_argument("--no-batch-api", action="store_true", help="batch routes answer 404")
+    batch.add_argument("--batch-polls-to-finish", type=int, default=3, metavar="N")
+    batch.add_argument("--batch-seconds-to-finish", type=float, default=None, metavar="S")
+    batch.add_argument("--batch-never-finishes", action="store_true")
+    batch.add_argument("--batch-polls-to-expire", type=int, default=None, metavar="N")
+    batch.add_argument("--batch-max-requests", type=int, default=None, metavar="N")
+    batch.add_argument("--batch-max-bytes", type=int, default=None, metavar="BYTES")
     args = parser.parse_args(argv)
     try:
         gold = load_gold(args.gold) if args.gold else None
@@ -1158,6 +1167,15 @@ def main(argv: list[str] | None = None) -> None:
         config = _config_from(args, gold)
     except ValueError as error:  # a limit or a rate out of range: the message names it
         parser.error(str(error))
+    if args.batch_polls_to_finish < 1:
+        parser.error("--batch-polls-to-finish: give 1 or more polls")
+    config.batch_api = not args.no_batch_api
+    config.batch_polls_to_finish = args.batch_polls_to_finish
+    config.batch_seconds_to_finish = args.batch_seconds_to_finish
+    config.batch_never_finishes = args.batch_never_finishes
+    config.batch_polls_to_expire = args.batch_polls_to_expire
+    config.batch_max_requests = args.batch_max_requests
+    config.batch_max_bytes = args.batch_max_bytes
     serve(args.host, args.port, config)
 
 
