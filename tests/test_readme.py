@@ -178,6 +178,12 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_max_cost.py",
         '"--resume", run_id, "--db", str(db), "--max-cost"',
     ),
+    "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml --batch": (
+        "tests/test_batch_interrupts.py",
+        "juryflow run --panel examples/panel.stub.yaml --batch",
+    ),
+    "juryflow run examples/ragtruth_data2txt_sample.jsonl --panel examples/panel.stub.yaml "
+    "--batch --dry-run": ("tests/test_batch_runs.py", '"--batch", "--dry-run"'),
     "JURYFLOW_STUB_KEY=anything juryflow run --resume RUN": (
         "tests/test_max_cost.py",
         'run_cli("--resume", run_id, "--db", str(db))',
