@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Iterable, Iterator
 from itertools import islice
+from pathlib import Path
 from typing import TypeVar, cast
 
 from prefect import get_run_logger
@@ -36,6 +37,7 @@ from juryflow.storage.datasets import (
 )
 from juryflow.storage.failures import store_failure
 from juryflow.storage.journal import Journal, journal_path
+from juryflow.storage.run_liveness import hold
 from juryflow.storage.shards import ShardLost
 
 T = TypeVar("T")
@@ -123,6 +125,10 @@ class ChunkRunner:
         )
         self.skipped: dict[str, set[str]] = {}
         """Judges an earlier invocation left out of an item as decided (early stopping)."""
+        if plan.shard is None and isinstance(plan.store.path, Path):
+            # Released when the run's end is recorded; if that cannot be written (the store
+            # failed under it), the process's exit releases it and `juryflow runs` says so.
+            hold(plan.store.path, plan.run_id)
         if plan.resumed:
             self._load_previous_work()
         # --batch: the run's batches (``batch_wait``: how long to wait for them, --batch-wait)

@@ -137,4 +137,10 @@ def test_a_store_made_immutable_mid_run_ends_in_one_line_and_resume_completes(
         finally:
             _chattr("-i", db)
         assert "can no longer be written" in err and "make it writable again" in err, err
+        # Its row could not be told how it ended; the listing says it all the same.
+        from juryflow.storage.reads.run_queries import list_runs
+
+        listing = list_runs(Store(db), limit=5)
+        at = listing.columns.index("status")
+        assert {row[0]: row[at] for row in listing.rows}[run_id] == "interrupted"
         _resume_completes(stub, db, run_id)

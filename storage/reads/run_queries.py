@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 
+from juryflow.storage.run_liveness import is_live
 from juryflow.storage.store import Store
 
 SHOWN_CANDIDATES = 5
@@ -49,11 +50,28 @@ LIMIT $limit
 
 
 def list_runs(store: Store, *, limit: int, status: str | None = None) -> RunListing:
-    """The newest ``limit`` runs (optionally of one status), one row each."""
+    """The newest ``limit`` runs (optionally of one status), one row each.
+
+    A `running` row whose process is gone (killed, or its store failed under it so that it
+    could not record its end; see :mod:`juryflow.storage.run_liveness`) is listed as
+    `interrupted`: what it is, and what ``--resume`` continues.
+    """
     with store.read() as con:
         cursor = con.execute(RUNS_SQL, {"status": status, "limit": limit})
         columns = [d[0] for d in cursor.description or ()]
         rows = cursor.fetchall()
+    if isinstance(store.path, Path):
+        at = columns.index("status")
+        gone = {
+            row[0]
+            for row in rows
+            if row[at] == "running" and is_live(store.path, str(row[0])) is False
+        }
+        rows = [
+            (*row[:at], "interrupted", *row[at + 1 :]) if row[0] in gone else row
+            for row in rows
+            if not (status == "running" and row[0] in gone)
+        ]
     return RunListing(columns, rows)
 
 

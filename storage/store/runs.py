@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 
@@ -68,6 +69,11 @@ class RunsMixin(StoreBase):
             )
 
         self.transact(_body, f"record the end of run {run_id}")
+        if isinstance(self.path, Path):
+            # here: the journal module the lock sits beside imports the store
+            from juryflow.storage.run_liveness import release
+
+            release(self.path, run_id)  # the row says how it ended: no process to vouch for
         if status == "completed":
             self.record_finished_snapshot(run_id)
 

@@ -1,0 +1,84 @@
+"""A `running` row is listed as it is: a run whose process is gone (killed, or its store
+failed under it so that its end could not be written) is `interrupted` (issue 29)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from juryflow.storage.reads.run_queries import list_runs
+from juryflow.storage.run_liveness import hold, is_live, liveness_path, release
+from juryflow.storage.store import RunRecord, Store
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from juryflow.storage.run_liveness import hold
+assert hold(Path(sys.argv[1]), sys.argv[2])
+print("held", flush=True)
+sys.stdin.readline()  # until the test says so
+"""
+
+
+def _running(store: Store, run_id: str) -> None:
+    store.create_run(
+        RunRecord(
+            run_id=run_id,
+            kind="evaluate",
+            suite="default",
+            status="running",
+            started_at=datetime.now(UTC),
+            finished_at=None,
+            dataset="hand-built",
+            panel_name="hand",
+            panel={"name": "hand", "judges": [{"id": "a"}]},
+            prompts=[],
+            quorum=1,
+            n_judges=1,
+        )
+    )
+
+
+def _statuses(store: Store, status: str | None = None) -> dict[str, str]:
+    listing = list_runs(store, limit=10, status=status)
+    at = listing.columns.index("status")
+    return {str(row[0]): str(row[at]) for row in listing.rows}
+
+
+def test_a_run_whose_process_is_gone_is_listed_interrupted(db_path: Path) -> None:
+    store = Store(db_path)
+    store.migrate()
+    _running(store, "r-killed")
+    _running(store, "r-old")  # no lock file: an older juryflow's run, left as stored
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db_path), "r-killed"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert is_live(db_path, "r-killed") is True
+        assert _statuses(store) == {"r-killed": "running", "r-old": "running"}
+    finally:
+        holder.kill()  # as SIGKILL or a failed store leaves it: no end recorded
+        holder.wait()
+    assert liveness_path(db_path, "r-killed").exists()
+    assert is_live(db_path, "r-killed") is False
+    assert is_live(db_path, "r-old") is None
+    assert _statuses(store) == {"r-killed": "interrupted", "r-old": "running"}
+    assert _statuses(store, "running") == {"r-old": "running"}
+
+
+def test_the_lock_is_dropped_once_the_end_is_recorded(db_path: Path) -> None:
+    store = Store(db_path)
+    store.migrate()
+    _running(store, "r1")
+    assert hold(db_path, "r1")
+    assert hold(db_path, "r1")  # taken again by the same process: still one lock
+    assert is_live(db_path, "r1") is True
+    store.finish_run("r1", "completed")
+    assert is_live(db_path, "r1") is False
+    release(db_path, "r1")  # nothing left to release
