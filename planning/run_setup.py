@@ -369,15 +369,18 @@ def restore_from_journal(db: str | None, run_id: str) -> str | None:
     )
 
 
-def preflight_resume(db: str | None, run_id: str, given: ResumeRequest | None = None) -> list[str]:
+def preflight_resume(
+    db: str | None, run_id: str, given: ResumeRequest | None = None, *, restored: bool = False
+) -> list[str]:
     """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
-    starts; returns warnings to show."""
-    restored = restore_from_journal(db, run_id)
+    starts; returns warnings to show. ``restored``: the caller already ran
+    :func:`restore_from_journal` (the command line does, to resolve the run's id)."""
+    restored_line = None if restored else restore_from_journal(db, run_id)
     store = Store(db)
     store.migrate()
     run, _, warnings = _resumable(store, run_id)
-    if restored is not None:
-        warnings = [restored, *warnings]
+    if restored_line is not None:
+        warnings = [restored_line, *warnings]
     conflicts = resume_conflicts(run, given or ResumeRequest())
     if conflicts:
         raise RunSetupError(

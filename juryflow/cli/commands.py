@@ -209,7 +209,7 @@ def run(
                     no_cache=no_cache,
                     suite=suite,
                 )
-                warnings = preflight_resume(db, resume, request)
+                warnings = preflight_resume(db, resume, request, restored=True)
                 warnings = [restored, *warnings] if restored else warnings
             else:
                 from juryflow.planning.run_setup import check_selection
