@@ -7,7 +7,11 @@ consensus builds them), for "at least 2 detectors", and for flagging every respo
 The same table is printed again for two halves of the sources (crc32 of ``source_id``, even
 or odd), so that a change that only helps one half shows up; and the time per row.
 
-Run: .venv/bin/python bench/bench_detectors.py [PATH] [--misses N]
+``--apart [SAMPLE]`` prints it instead for the rows of PATH that are in SAMPLE (by ``id``;
+default the bundled 60-row sample, which the detectors were tuned on) and for the rest, so
+that tuning shows up as a gap between the two.
+
+Run: .venv/bin/python bench/bench_detectors.py [PATH] [--apart [SAMPLE]] [--misses N]
 (PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample.)
 """
 
@@ -37,6 +41,7 @@ Spans = list[tuple[int, int]]
 
 @dataclass(frozen=True)
 class Row:
+    id: str
     source_id: str
     reference: str
     response: str
@@ -61,6 +66,7 @@ def load(path: Path) -> list[Row]:
         gold = [(int(label["start"]), int(label["end"])) for label in raw.get("labels", [])]
         rows.append(
             Row(
+                id=str(raw["id"]),
                 source_id=str(raw.get("source_id", raw["id"])),
                 reference=raw["reference"],
                 response=raw["response"],
@@ -173,10 +179,37 @@ def half(source_id: str) -> str:
     return "A" if zlib.crc32(source_id.encode()) % 2 == 0 else "B"
 
 
+def groups(rows: Sequence[Row], apart: Path | None) -> list[tuple[str, Callable[[Row], bool]]]:
+    """The subsets of ``rows`` scored on their own: the rows of ``apart`` and the rest, else
+    the two halves of the sources."""
+    if apart is None:
+        return [
+            (
+                f"half {which} (crc32(source_id) {'even' if which == 'A' else 'odd'})",
+                lambda row, which=which: half(row.source_id) == which,
+            )
+            for which in ("A", "B")
+        ]
+    ids = {row.id for row in load(apart)}
+    return [
+        (f"in {apart.name}", lambda row: row.id in ids),
+        (f"not in {apart.name}", lambda row: row.id not in ids),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("path", nargs="?", type=Path, default=DEV if DEV.exists() else SAMPLE)
     parser.add_argument("--misses", type=int, default=0, help="print N union FP/FN spans")
+    parser.add_argument(
+        "--apart",
+        nargs="?",
+        type=Path,
+        const=SAMPLE,
+        default=None,
+        metavar="SAMPLE",
+        help="score the rows in SAMPLE (by id; default the bundled sample) and the rest apart",
+    )
     args = parser.parse_args()
     rows = load(args.path)
     names = detector_names()
@@ -185,14 +218,9 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     print(f"data: {args.path} ({len(rows)} rows); detectors: {', '.join(names)}")
     print_table("all", rows, preds, names)
-    for which in ("A", "B"):
-        picked = [i for i, row in enumerate(rows) if half(row.source_id) == which]
-        print_table(
-            f"half {which} (crc32(source_id) {'even' if which == 'A' else 'odd'})",
-            [rows[i] for i in picked],
-            [preds[i] for i in picked],
-            names,
-        )
+    for title, keep in groups(rows, args.apart):
+        picked = [i for i, row in enumerate(rows) if keep(row)]
+        print_table(title, [rows[i] for i in picked], [preds[i] for i in picked], names)
     print(f"\ntime: {elapsed / max(len(rows), 1) * 1e3:.2f} ms per row, all detectors")
     for name in names:
         mean = sum(p.seconds[name] for p in preds) / max(len(preds), 1)
