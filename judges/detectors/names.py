@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
 
+from juryflow.judges.detectors.dishes import dish_spans
 from juryflow.judges.detectors.text import (
     STOPWORDS,
     merge_spans,
@@ -41,17 +42,33 @@ _COMMON = wordset(
     parking wifi wi-fi wi fi am pm a.m p.m usa us although though because since unfortunately
     finally lastly first second third then thus therefore besides despite both each every all
     other others there their they we you our my his her its
+    tv tvs dj djs bbq byob atm atms ipa ipas msg vip rsvp hdtv
     """
 )
-"""Capitalised for grammar or headings, or naming the record's own fields: never a claim."""
+"""Capitalised for grammar or headings, naming the record's own fields, or common nouns
+written in capitals ("TVs", "BBQ"): never a claim."""
+
+_NOT_CLAIMS = re.compile(
+    r"""\b(?:COVID(?:-19)?|Covid(?:-19)?|Coronavirus|Christmas(?:\s+Eve|\s+Day)?
+    |New\s+Year(?:['’]s)?(?:\s+(?:Eve|Day))?|Thanksgiving|Easter|Halloween|Hanukkah
+    |(?:Valentine|Mother|Father)['’]?s\s+Day|(?:Memorial|Labor|Independence|Veterans)\s+Day
+    |Fourth\s+of\s+July|St\.?\s+Patrick['’]?s\s+Day|Cinco\s+de\s+Mayo|Super\s+Bowl)\b""",
+    re.VERBOSE,
+)
+"""Holidays and world events: when something happened or is open, not a name the response
+gives the business ("busy on New Year's Eve", "slow service during COVID")."""
 
 _SENTENCE_END = re.compile(r"(?:[.!?:]|\n|^)[\s\"'“(*#-]*$")
 
 
 def _names(response: str) -> list[list[tuple[str, int, int]]]:
-    """Runs of capitalised words, each word with its offsets."""
+    """Runs of capitalised words, each word with its offsets; holidays and world events
+    left out."""
     runs: list[list[tuple[str, int, int]]] = []
+    events = [m.span() for m in _NOT_CLAIMS.finditer(response)]
     for m in _CAPITALISED.finditer(response):
+        if any(s <= m.start() < e for s, e in events):
+            continue
         word = (m.group(), m.start(), m.end())
         if runs and _JOINERS.match(response[runs[-1][-1][2] : m.start()]):
             runs[-1].append(word)
@@ -138,4 +155,5 @@ class NamesDetector:
             if not all(_is_known(word, known) for word, _, _ in run):
                 # Flag the whole name: "Kyle's Kitchen" is one claim, not two words.
                 spans.append((run[0][1], run[-1][2]))
+        spans.extend(dish_spans(response, known.knows))
         return merge_spans(spans)

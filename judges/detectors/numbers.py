@@ -10,6 +10,11 @@ with values that do occur in the record:
   whole ("open from 11 AM to 9 PM Tuesday to Sunday"): the times may each be right;
 - the business's rating ("an average rating of 4.0 stars"), against ``business_stars``
   rather than against every review's stars.
+
+Words about the reviews that the stars contradict ("highly rated" at 2.5 stars, "mixed
+reviews" when every review has 4 or 5) are flagged too
+(:mod:`juryflow.judges.detectors.reviews`), and counts of reviews by their stars ("two of
+the three reviews are positive") are values the record states.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from juryflow.judges.detectors import schedule
+from juryflow.judges.detectors import reviews, schedule
 from juryflow.judges.detectors.text import merge_spans, parse_record, walk_record
 
 _MONTH_NAMES = (
@@ -122,6 +127,15 @@ def _facts(reference: str) -> _Facts:
         for _, value in walk_record(record):
             if isinstance(value, int | float) and not isinstance(value, bool):
                 facts.numbers.add(float(value))
+        # Closing times are read as the hours check reads them ("7:0-10:30": 10:30 PM too).
+        table = schedule.record_hours(record.get("hours")) if isinstance(record, dict) else None
+        for hours in (table or {}).values():
+            if hours is not None:
+                facts.times |= schedule.closings(hours)
+        # "Two of the three reviews are positive": counts the review stars state.
+        stars = reviews.record_stars(record)
+        if stars is not None:
+            facts.numbers |= stars.counts()
     return facts
 
 
@@ -218,7 +232,8 @@ def _inside(span: tuple[int, int], covered: list[tuple[int, int]]) -> bool:
 
 class NumbersDetector:
     """Flags numbers, dates, times, prices, ratings and counts the reference does not state,
-    opening hours the record's ``hours`` contradict, and a rating other than its stars."""
+    opening hours the record's ``hours`` contradict, a rating other than its stars, and words
+    about the reviews that their stars contradict."""
 
     name = "numbers"
 
@@ -231,6 +246,9 @@ class NumbersDetector:
             checked.append(_rating_claims(response, stars))
         covered = [span for c in checked for span in c.covered]
         spans = [span for c in checked for span in c.unsupported]
+        review_stars = reviews.record_stars(record)
+        if review_stars is not None:
+            spans.extend(reviews.contradictions(response, review_stars))
         for m in _TOKEN_RE.finditer(response):
             if _inside(m.span(), covered):
                 continue

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from juryflow.judges.detectors.text import sentences
+from juryflow.judges.detectors.text import STOPWORDS, sentences, wordset
 
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ALL_DAYS = frozenset(range(7))
@@ -47,8 +47,12 @@ _DAY_RE = re.compile(
 _DAY_JOIN = re.compile(r"^\s*(?:,\s*(?:and\s+|&\s*|or\s+)?|and\s+|&\s*|or\s+|/\s*)$", re.IGNORECASE)
 """What sits between the days of one list: "Tuesdays, Wednesdays, and Thursdays"."""
 
-_STRICT = r"(?:\d{1,2}(?::\d{1,2})?\s*[ap]\.?\s?m\b\.?|\d{1,2}:\d{1,2}(?!\d)|noon|midnight)"
-_LOOSE = rf"(?:{_STRICT}|\d{{1,2}}(?![\d:]))"
+_STRICT = (
+    r"(?:(?<![\w:.])\d{1,2}(?::\d{1,2})?\s*[ap]\.?\s?m\b\.?|(?<![\w:.])\d{1,2}:\d{1,2}(?!\d)"
+    r"|\bnoon\b|\bmidnight\b)"
+)
+"""A time that cannot be anything else; "noon" only as a word ("afternoon" is no time)."""
+_LOOSE = rf"(?:{_STRICT}|(?<![\w:.])\d{{1,2}}(?![\d:]))"
 _TIME_RE = re.compile(
     rf"""
     (?P<range>(?P<a>{_LOOSE})\s*(?:-|–|—|to|until|till|and)\s*(?P<b>{_STRICT}))
@@ -65,7 +69,39 @@ _HOURS_TALK = re.compile(
 """A sentence must speak of opening hours for its days and times to be claims about them."""
 _OTHER_SCHEDULE = re.compile(r"\bhappy\s+hours?\b|\bdeliver", re.IGNORECASE)
 """Schedules that are not the opening hours: a happy hour, a delivery window."""
-_CLOSED_NEAR = re.compile(r"\b(?:closed|except|not\s+open|off)\b", re.IGNORECASE)
+_DAY_CUE = re.compile(
+    r"(?P<closed>\b(?:closed|shut|off|except|(?:not|never|n't)\s+(?:be\s+)?(?:open|operat\w*)))\b"
+    r"|\b(?:open|opens|opened|operat\w*|hours|serv(?:es|ing))\b",
+    re.IGNORECASE,
+)
+"""What a sentence says of the days it names without a time: open, or closed."""
+_FORWARD_CUE = re.compile(r"except", re.IGNORECASE)
+"""'except' only reaches the days after it: "every day except Mondays"."""
+_CONTRAST = re.compile(r"\b(?:but|however|while|whereas|yet)\b|;", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(
+    r"[,;:(—–]|\b(?:but|while|whereas|although|though)\b"
+    r"|\band\s+(?=(?:the|its|their|it|they|there)\b)",
+    re.IGNORECASE,
+)
+"""Where what a sentence says of one thing may give way to another thing."""
+_OTHER_THING = re.compile(
+    r"\b(?:patio|terrace|deck|rooftop|seating|kitchen|delivery|deliveries|happy\s+hours?"
+    r"|specials|deals|music|karaoke|trivia|bingo|buffet|drive[\s-]?thru|market|shows?|events?)\b"
+    r"|\b(?:breakfast|brunch|lunch|dinner)(?=\s+(?:is|are|was|service|menu|hours?|served"
+    r"|runs?|starts?|begins?|ends?|available)\b)",
+    re.IGNORECASE,
+)
+"""Parts and services of a business that keep hours of their own ("the patio opens at 8",
+"breakfast is served until 11"): their hours are not the opening hours."""
+_FOR_A_MEAL = re.compile(r"\bfor\s+(?:\w+\s+(?:and|&|or)\s+)?$", re.IGNORECASE)
+"""'open for breakfast': the business opening for a meal keeps business hours."""
+_OWN_HOURS_CUE = re.compile(r"\b(?:open|opens|operat\w*|hours|close|closes|closing)\b", re.I)
+_SUBJECT_VERB = re.compile(
+    r"(?:\s+(?!(?:and|or|but)\b)\w+){0,2}?"
+    r"\s+(?:is|are|opens?|closes?|runs?|starts?|begins?|ends?|available|hours|served|service)\b",
+    re.IGNORECASE,
+)
+"""After a part of the business, the verb that makes it the subject: "the patio is open"."""
 _LATER_BEFORE = re.compile(
     r"\b(?:extended|longer|later|late)\s+(?:hours|closing(?:\s+times?)?)\s+(?:on\s+)?$", re.I
 )
@@ -145,12 +181,35 @@ def record_hours(hours: object) -> Hours | None:
     return table
 
 
+_RECORD_END = r"\s*(\d{1,2})(?:[:.](\d{1,2}))?\s*(?:([ap])\.?\s?m\b\.?)?\s*"
+_RECORD_SPAN = re.compile(rf"{_RECORD_END}(?:-|–|—|to){_RECORD_END}", re.IGNORECASE)
+
+
 def _record_span(value: object) -> tuple[int, int] | None:
-    m = re.fullmatch(r"\s*(\d{1,2}):(\d{1,2})\s*-\s*(\d{1,2}):(\d{1,2})\s*", str(value))
-    if m is None:
-        return None
-    h1, m1, h2, m2 = (int(g) for g in m.groups())
-    return (h1 % 24) * 60 + m1, (h2 % 24) * 60 + m2
+    """(opens, closes) in minutes of "11:30-20:0" (Yelp), "7:00-22:30" or "7am - 10:30 pm"."""
+    m = _RECORD_SPAN.fullmatch(str(value))
+    if m is None or not (m[2] or m[5] or m[3] or m[6]):
+        return None  # "7-10" is no time
+    return _record_minutes(m[1], m[2], m[3]), _record_minutes(m[4], m[5], m[6])
+
+
+def _record_minutes(hour: str, minute: str | None, ampm: str | None) -> int:
+    h = int(hour)
+    if ampm is not None and h <= 12:
+        h = h % 12 + (12 if ampm.lower() == "p" else 0)
+    return (h % 24) * 60 + int(minute or 0)
+
+
+def closings(hours: tuple[int, int]) -> frozenset[int]:
+    """The closing times a record's ``(opens, closes)`` may mean.
+
+    A close after the opening but before 1 PM ("7:0-10:30") is read both ways: records
+    are 24-hour, yet one open only 7:00 to 10:30 in the morning is rarer than one written in
+    12-hour style, and people labelling RAGTruth do not flag "7:00am to 10:30pm" for it."""
+    opens, closes = hours
+    if opens < closes < 13 * 60 and closes >= 60:
+        return frozenset({closes, closes + 12 * 60})
+    return frozenset({closes})
 
 
 def _day_index(word: str) -> int | None:
@@ -182,7 +241,7 @@ def _day_groups(sentence: str) -> list[_Days]:
     groups: list[_Days] = []
     for m in _DAY_RE.finditer(sentence):
         days = _day_set(m)
-        if not days:
+        if not days or _describes_a_noun(sentence, m):
             continue
         vague = bool(m["weekdays"] or m["weekends"])
         last = groups[-1] if groups else None
@@ -191,6 +250,25 @@ def _day_groups(sentence: str) -> list[_Days]:
         else:
             groups.append(_Days(m.start(), m.end(), days, vague))
     return groups
+
+
+_NEXT_WORD = re.compile(r"\s+([a-z]+)")
+
+
+def _describes_a_noun(sentence: str, m: re.Match[str]) -> bool:
+    """ "daily vegetable risotto", "weekend brunch": a day word before a noun says nothing
+    about the opening days."""
+    if not (m["every"] or m["weekends"] or m["weekdays"] or m["one"]) or " " in m.group():
+        return False
+    following = _NEXT_WORD.match(sentence, m.end())
+    return following is not None and following[1] not in STOPWORDS | _NOT_NOUNS
+
+
+_NOT_NOUNS = wordset(
+    "except only through thru including excluding open opens closed closes hours morning "
+    "mornings afternoon afternoons evening evenings night nights"
+)
+"""Words after a day that keep it a day: "open Friday nights", "Mondays closed"."""
 
 
 def _parse_time(text: str) -> tuple[int, int, str | None, bool]:
@@ -243,13 +321,21 @@ def _times(sentence: str) -> list[_Time]:
 
 
 def _claims(sentence: str) -> list[_Claim]:
-    """Times tied to the day groups they are said of, plus day groups said alone."""
+    """Times tied to the day groups they are said of, plus day groups said alone; neither
+    when it is said of a part of the business with hours of its own (the patio, brunch)."""
     groups = _day_groups(sentence)
     times = _times(sentence)
     used: set[int] = set()
     claims = []
     for time in times:
+        previous = max((t.end for t in times if t.end <= time.start), default=0)
         pick = _pick_days(sentence, time, groups, times, used)
+        if _about_other_thing(_clause_before(sentence, previous, time.start)):
+            # The days right after such a time are its own ("the patio opens at 8 on
+            # weekends"); days before it may belong to the business ("open daily, and ...").
+            if pick is not None and groups[pick].start >= time.end:
+                used.add(pick)
+            continue
         if pick is None:
             claims.append(_Claim(time.start, time.end, None, time))
             continue
@@ -257,16 +343,66 @@ def _claims(sentence: str) -> list[_Claim]:
         group = groups[pick]
         start, end = min(time.start, group.start), max(time.end, group.end)
         claims.append(_Claim(start, end, group.days, time, vague=group.vague))
+    edges = sorted([(g.start, g.end) for g in groups] + [(t.start, t.end) for t in times])
+    closed: bool | None = None
     for i, group in enumerate(groups):
         if i in used:
             continue
+        previous = max((e for s, e in edges if e <= group.start), default=0)
+        following = min((s for s, e in edges if s >= group.end), default=len(sentence))
+        said = _said_of_days(sentence, group, previous, following, closed)
+        if said is None:
+            continue
+        closed = said
         before = sentence[max(0, group.start - 30) : group.start]
-        near = before[-25:] + sentence[group.end : group.end + 25]
-        closed = bool(_CLOSED_NEAR.search(near))
         later = bool(_LATER_BEFORE.search(before))
         start = group.start - len(m.group()) if (m := _LATER_BEFORE.search(before)) else group.start
-        claims.append(_Claim(start, group.end, group.days, None, closed, group.vague, later))
+        claims.append(_Claim(start, group.end, group.days, None, said, group.vague, later))
     return _specific_days_win(claims)
+
+
+def _clause_before(sentence: str, start: int, end: int) -> str:
+    """``sentence[start:end]`` from its last clause break on."""
+    breaks = list(_CLAUSE_BREAK.finditer(sentence, start, end))
+    return sentence[breaks[-1].end() if breaks else start : end]
+
+
+def _about_other_thing(text: str) -> bool:
+    """``text``, the words leading to a claim, make it one about some part or service of the
+    business: named as a subject ("the patio is open"), or after the last word about
+    opening ("it is open daily and offers outdoor seating from 8")."""
+    cues = list(_OWN_HOURS_CUE.finditer(text))
+    last_cue = cues[-1].end() if cues else 0
+    return any(
+        (m.start() >= last_cue or _SUBJECT_VERB.match(text, m.end()))
+        and not _FOR_A_MEAL.search(text, 0, m.start())
+        for m in _OTHER_THING.finditer(text)
+    )
+
+
+def _said_of_days(
+    sentence: str, group: _Days, previous: int, following: int, closed: bool | None
+) -> bool | None:
+    """Whether ``group``, named without a time, is said to be closed (True) or open (False),
+    or None when the sentence says neither of it, or says it of some other thing.
+
+    The last cue before the days in their clause wins ("open Tuesday through Sunday and
+    closed on Mondays"); else the first after them, up to the next claim or contrast ("On
+    Mondays, the restaurant remains closed"); else the days continue the claim before them
+    ("open Monday to Friday, and on weekends")."""
+    after = sentence[group.end : following]
+    if (contrast := _CONTRAST.search(after)) is not None:
+        after = after[: contrast.start()]
+    lead = _clause_before(sentence, previous, group.start)
+    cues = list(_DAY_CUE.finditer(lead))
+    later = [m for m in _DAY_CUE.finditer(after) if not _FORWARD_CUE.fullmatch(m.group())]
+    if cues:
+        said, about = bool(cues[-1]["closed"]), lead
+    elif later:
+        said, about = bool(later[0]["closed"]), lead + after[: later[0].end()]
+    else:
+        said, about = bool(closed), lead + after
+    return None if _about_other_thing(about) else said
 
 
 def _pick_days(
@@ -311,11 +447,11 @@ def _specific_days_win(claims: list[_Claim]) -> list[_Claim]:
 def _time_fits(time: _Time, hours: tuple[int, int] | None) -> bool:
     if hours is None:
         return False
-    opens, closes = hours
+    opens, ends = hours[0], closings(hours)
     if time.either:
-        return opens in (time.opens or ()) or closes in (time.closes or ())
+        return opens in (time.opens or ()) or bool(ends & (time.closes or frozenset()))
     return (time.opens is None or opens in time.opens) and (
-        time.closes is None or closes in time.closes
+        time.closes is None or bool(ends & time.closes)
     )
 
 
