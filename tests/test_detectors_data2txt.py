@@ -206,6 +206,13 @@ class TestNamesThatAreNotClaims:
     def test_not_flagged(self, response: str) -> None:
         assert flagged(self.detector, record(), response) == []
 
+    def test_a_respelt_name_of_several_words(self) -> None:
+        # Dev 14752-llama-2-7b-chat: "Chopping Poke" for the record's "Choppa Poke"; one
+        # word is far from its original (71 %), the name is close (83 %).
+        reference = str({"name": "Choppa Poke", "city": "Goleta"})
+        response = "We ate at Chopping Poke, near Chopping Block Grill."
+        assert flagged(self.detector, reference, response) == ["Chopping Block Grill"]
+
     def test_names_beside_them_still_are(self) -> None:
         response = "Chef Ramsay cooked there on New Year's Eve."
         assert flagged(self.detector, record(), response) == ["Chef Ramsay"]

@@ -86,6 +86,9 @@ MIN_SIMILARITY = 85.0
 """rapidfuzz ratio (0-100) from which a word counts as a respelling of a reference word."""
 MIN_FUZZY_LENGTH = 5
 """Shorter words are compared exactly: "Lima" is not a respelling of "lime"."""
+MIN_NAME_SIMILARITY = 80.0
+"""rapidfuzz ratio from which a name of several words respells one of the reference's
+("Chopping Poke" for "Choppa Poke": one word is far from its original, the name is not)."""
 
 _REVIEW_SITE_KEYS = frozenset({"review_info", "business_stars"})
 _REVIEW_SITE = frozenset({"yelp"})
@@ -100,16 +103,20 @@ class _Reference:
     """Its distinct lower-case words long enough to be compared fuzzily."""
     implied: frozenset[str] = frozenset()
     """Lower-case names the reference implies without writing them."""
+    names: tuple[str, ...] = ()
+    """Its names of several words, lower-case."""
 
     @classmethod
     def of(cls, reference: str) -> _Reference:
         spellings = {w.lower() for w in re.findall(r"[A-Za-z]+", reference)}
         record = parse_record(reference)
         site = isinstance(record, dict) and bool(_REVIEW_SITE_KEYS & set(record))
+        names = {" ".join(w for w, _, _ in run).lower() for run in _names(reference)}
         return cls(
             frozenset(vocabulary(reference)),
             tuple(sorted(w for w in spellings if len(w) >= MIN_FUZZY_LENGTH - 1)),
             _REVIEW_SITE if site else frozenset(),
+            tuple(sorted(n for n in names if " " in n)),
         )
 
     def knows(self, part: str) -> bool:
@@ -121,6 +128,12 @@ class _Reference:
         if len(w) < MIN_FUZZY_LENGTH or not self.spellings:
             return False
         best = process.extractOne(w, self.spellings, scorer=fuzz.ratio, score_cutoff=MIN_SIMILARITY)
+        return best is not None
+
+    def respells(self, name: str) -> bool:
+        """``name`` (several words) is a respelling of a name of the reference."""
+        score = MIN_NAME_SIMILARITY
+        best = process.extractOne(name.lower(), self.names, scorer=fuzz.ratio, score_cutoff=score)
         return best is not None
 
 
@@ -151,6 +164,8 @@ class NamesDetector:
             if not run:
                 continue
             if len(run) == 1 and _SENTENCE_END.search(response[: run[0][1]]):
+                continue
+            if len(run) > 1 and known.respells(response[run[0][1] : run[-1][2]]):
                 continue
             if not all(_is_known(word, known) for word, _, _ in run):
                 # Flag the whole name: "Kyle's Kitchen" is one claim, not two words.
