@@ -99,14 +99,15 @@ def poll_backoff() -> Backoff:
 
 
 def resendable(judgment: Judgment) -> bool:
-    """A request a batch left unanswered (or that was never sent), which ``--resume`` sends
-    again."""
+    """A request a batch left unanswered (or never sent): ``--resume`` sends it again."""
     reason = judgment.unscored_reason
     return judgment.score is None and reason is not None and reason.endswith(RESEND)
 
 
-def without_resends(store: Store, run_id: str, judgments: list[Judgment]) -> list[Judgment]:
-    """A resumed run's stored judgments less those to send again, whose rows it drops."""
+def stored_to_resume(store: Store, run_id: str) -> list[Judgment]:
+    """A resumed run's stored judgments of items without consensus, less the requests a
+    batch left unanswered: their rows are dropped, and the requests sent again."""
+    judgments = store.load_judgments(run_id, without_consensus=True)
     store.forget_unscored(run_id, [(j.item_id, j.judge_id) for j in judgments if resendable(j)])
     return [j for j in judgments if not resendable(j)]
 
@@ -307,14 +308,13 @@ class BatchRounds:
         if budget is None or not calls:
             return calls, []
         price = price_for(current.judge.model, self.plan.panel.prices)
+        most = current.spec.max_tokens
         state = budget.state()
         room = state.max_usd - state.spent_usd - self.reserved
         admitted: list[PreparedCall] = []
         for number, call in enumerate(calls):
             bound = (
-                price.cost(len(call.prompt) // 4, current.spec.max_tokens, batch=True)
-                if price is not None
-                else 0.0
+                price.cost(len(call.prompt) // 4, most, batch=True) if price is not None else 0.0
             )
             try:
                 if bound > room:
@@ -437,12 +437,8 @@ class BatchRounds:
         when the provider no longer knows it (or refuses to say)."""
         spec = current.spec
 
-        def on_status(status: RemoteStatus) -> None:
-            progress.emit(
-                progress.BatchStatus(
-                    spec.id, status.batch_id, status.state, status.done, status.total
-                )
-            )
+        def on_status(s: RemoteStatus) -> None:
+            progress.emit(progress.BatchStatus(spec.id, s.batch_id, s.state, s.done, s.total))
 
         timeout = None if self.deadline is None else max(self.deadline - time.monotonic(), 0.0)
         try:
@@ -516,3 +512,9 @@ class BatchRounds:
             f"{count} {noun} left running at the provider (not cancelled); --resume reads "
             "their answers and pays for no request twice. "
         )
+
+
+def check_answered(batches: BatchRounds | None) -> None:
+    """At the run's end: raises :class:`BatchStop` when requests wait to be sent again."""
+    if batches is not None:
+        batches.check_answered()

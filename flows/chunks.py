@@ -15,7 +15,7 @@ from prefect import get_run_logger
 from prefect.futures import PrefectFuture
 from prefect.utilities.annotations import quote
 
-from juryflow.flows.batching import BatchRounds, resendable, without_resends
+from juryflow.flows.batching import BatchRounds, check_answered, resendable, stored_to_resume
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
@@ -131,7 +131,6 @@ class ChunkRunner:
             hold(plan.store.path, plan.run_id)
         if plan.resumed:
             self._load_previous_work()
-        # --batch: the run's batches (``batch_wait``: how long to wait for them, --batch-wait)
         self.batches = BatchRounds.of(plan, self.journal.path, budget, batch_wait, self.done_pairs)
 
     def _load_previous_work(self) -> None:
@@ -143,9 +142,7 @@ class ChunkRunner:
         store, run_id = self.plan.store, self.plan.run_id
         # Only items still without consensus need their stored judgments (to combine them
         # with the judges still to answer); the rest are done.
-        for judgment in without_resends(
-            store, run_id, store.load_judgments(run_id, without_consensus=True)
-        ):
+        for judgment in stored_to_resume(store, run_id):  # less requests to send again
             self.stored.setdefault(judgment.item_id, []).append(judgment)
         stored_pairs = store.judged_pairs(run_id)
         for judgment in self.journal.replay(keep=lambda i, j: (i, j) not in stored_pairs):
@@ -245,8 +242,7 @@ class ChunkRunner:
     async def judge_work(
         self, work: list[tuple[JudgeSpec, list[Item]]], index: int, real_time: bool = False
     ) -> list[Judgment]:
-        """Each judge's answers on its items (one request to the workers, or local tasks;
-        batch judges through their providers' batches unless ``real_time``)."""
+        """Each judge's answers on its items (workers or local tasks; batches unless real_time)."""
         if self.batches is not None and not real_time:
             return await self.batches.judge_work(self, work, index)
         work = [(spec, items) for spec, items in work if items]
@@ -322,8 +318,7 @@ class ChunkRunner:
         consensus: list[Consensus] = []
         skipped: list[tuple[str, str]] = []
         audit: list[str] = []
-        # An item a batch left a request of unanswered waits for --resume to send it.
-        unanswered = self.batches.unanswered if self.batches is not None else {}
+        unanswered = self.batches.unanswered if self.batches is not None else {}  # --resume's
         for item in items:
             if item.item_id in self.done_consensus or item.item_id in unanswered:
                 continue
@@ -512,8 +507,7 @@ async def judge_dataset(runner: ChunkRunner, chunks_in_flight: int) -> BudgetSto
     finally:
         keeper.cancel()
         await asyncio.gather(keeper, return_exceptions=True)
-    if runner.batches is not None:
-        runner.batches.check_answered()  # BatchStop: requests for --resume to send again
+    check_answered(runner.batches)  # BatchStop: requests a batch left, for --resume to send
     if plan.rule.needs_fit:
         from juryflow.flows.reaggregate import refit_run_consensus
 
