@@ -37,8 +37,8 @@ from juryflow.storage.datasets import (
 )
 from juryflow.storage.failures import store_failure
 from juryflow.storage.journal import Journal, journal_path
-from juryflow.storage.run_liveness import hold
 from juryflow.storage.shards import ShardLost
+from juryflow.storage.store.liveness import hold
 
 T = TypeVar("T")
 

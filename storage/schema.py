@@ -367,7 +367,7 @@ MIGRATIONS += (
 
 MIGRATIONS += (
     (
-        13,
+        12,
         """
         -- Issue 24: batch mode. The provider's batch a judgment was answered in (priced at
         -- the batch discount); NULL for a real-time call.

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from juryflow.storage.reads.run_queries import list_runs
-from juryflow.storage.run_liveness import hold, is_live, liveness_path, release
 from juryflow.storage.store import RunRecord, Store
+from juryflow.storage.store.liveness import hold, is_live, liveness_path, release
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from juryflow.storage.run_liveness import hold
+from juryflow.storage.store.liveness import hold
 assert hold(Path(sys.argv[1]), sys.argv[2])
 print("held", flush=True)
 sys.stdin.readline()  # until the test says so

@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 
-from juryflow.storage.run_liveness import is_live
 from juryflow.storage.store import Store
+from juryflow.storage.store.liveness import is_live
 
 SHOWN_CANDIDATES = 5
 
@@ -53,7 +53,7 @@ def list_runs(store: Store, *, limit: int, status: str | None = None) -> RunList
     """The newest ``limit`` runs (optionally of one status), one row each.
 
     A `running` row whose process is gone (killed, or its store failed under it so that it
-    could not record its end; see :mod:`juryflow.storage.run_liveness`) is listed as
+    could not record its end; see :mod:`juryflow.storage.store.liveness`) is listed as
     `interrupted`: what it is, and what ``--resume`` continues.
     """
     with store.read() as con:

@@ -71,7 +71,7 @@ class RunsMixin(StoreBase):
         self.transact(_body, f"record the end of run {run_id}")
         if isinstance(self.path, Path):
             # here: the journal module the lock sits beside imports the store
-            from juryflow.storage.run_liveness import release
+            from juryflow.storage.store.liveness import release
 
             release(self.path, run_id)  # the row says how it ended: no process to vouch for
         if status == "completed":
