@@ -67,19 +67,21 @@ def record_stars(record: object) -> Stars | None:
     if not isinstance(record, dict):
         return None
     reviews = record.get("review_info")
-    stars = tuple(
-        float(r["review_stars"])
-        for r in (reviews if isinstance(reviews, list) else [])
-        if isinstance(r, dict) and _is_number(r.get("review_stars"))
+    listed = (
+        [_number(r.get("review_stars")) for r in reviews if isinstance(r, dict)]
+        if isinstance(reviews, list)
+        else []
     )
+    stars = tuple(s for s in listed if s is not None)
     if not stars:
         return None
-    average = record.get("business_stars")
-    return Stars(float(average) if _is_number(average) else None, stars)
+    return Stars(_number(record.get("business_stars")), stars)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def contradictions(response: str, stars: Stars) -> Iterator[tuple[int, int]]:
