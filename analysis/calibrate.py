@@ -14,9 +14,16 @@ from typing import Any
 import numpy as np
 
 from juryflow.judges.panel import parse_panel
-from juryflow.maths.calibration import CalibrationData, CalibrationResult, calibrate, word_ids
+from juryflow.maths.calibration import (
+    CalibrationData,
+    CalibrationResult,
+    Difference,
+    calibrate,
+    word_ids,
+)
 from juryflow.maths.consensus import coverage
 from juryflow.maths.gold import PRF
+from juryflow.maths.group_bootstrap import LEVEL
 from juryflow.maths.reducers import ConsensusRule
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.reads.analysis import CalibrationRows, RunNotFound, calibration_rows
@@ -134,10 +141,23 @@ def run_calibration(
     return result, record
 
 
-def _prf(prf: PRF | None) -> dict[str, float] | None:
+def _prf(prf: PRF | None, interval: tuple[float, float] | None = None) -> dict[str, Any] | None:
     if prf is None:
         return None
-    return {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
+    out: dict[str, Any] = {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
+    if interval is not None:
+        out["f1_interval"] = list(interval)
+    return out
+
+
+def _difference(d: Difference) -> dict[str, Any]:
+    return {
+        "versus": d.versus,
+        "response": d.response,
+        "response_interval": list(d.response_interval),
+        "spans": d.spans,
+        "span_interval": None if d.span_interval is None else list(d.span_interval),
+    }
 
 
 def report_dict(
@@ -152,15 +172,20 @@ def report_dict(
         "groups": result.n_groups,
         "group_column": group_column,
         "fold_rules": list(result.fold_rules),
+        "fold_choices": list(result.fold_choices),
+        "choice_on_all_items": result.choice_on_all,
+        "kept_default": result.kept_default,
+        "interval_level": LEVEL,
         "notes": list(result.notes),
         "predictors": [
             {
                 "name": r.name,
                 "kind": r.kind,
                 "coverage": r.coverage,
-                "response": _prf(r.scored.response),
-                "spans": _prf(r.scored.spans),
+                "response": _prf(r.scored.response, r.response_interval),
+                "spans": _prf(r.scored.spans, r.span_interval),
             }
             for r in result.results
         ],
+        "differences": [_difference(d) for d in result.differences],
     }

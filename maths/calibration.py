@@ -1,98 +1,97 @@
-"""Choose a panel's consensus rule from human labels, judged only on items it never saw.
+"""Choose a panel's consensus rule from human labels: never one that loses to the default.
 
-``juryflow calibrate`` gives this module a labelled run's judgments; it searches the named
-rules of :mod:`juryflow.maths.reducers` (verdict rule and threshold, span vote threshold, per-judge
-weights) by k-fold cross-validation over items, folds grouped so that the responses of one
-source never sit on both sides, and reports the **out-of-fold** P/R/F1 of the procedure
-next to the panel's default rule and every single judge. Nothing is scored on the items it
-was fitted on. The rule fitted on all items is what gets stored and applied to new runs.
+``juryflow calibrate`` gives this module a labelled run's judgments
+(:class:`~juryflow.maths.calibration_data.CalibrationData`). It searches the named rules of
+:mod:`juryflow.maths.reducers` (span vote threshold, verdict rule and threshold, per-judge
+weights from each judge's sensitivity and specificity) and reports the **out-of-fold**
+P/R/F1 of what it keeps next to the panel's default rule and every single judge, each with a
+bootstrap interval (sources resampled, :mod:`juryflow.maths.group_bootstrap`). Nothing is
+scored on the items it was fitted on.
 
-Everything is vectorised over one flat axis of characters (all items' texts end to end), so
-a candidate rule is a few array operations, never a loop over items. The evaluation
-mirrors :func:`juryflow.maths.consensus.item_consensus` exactly: only answering judges vote,
-ties are
-not majorities, runs are snapped to whole words, items below the quorum predict nothing.
+How a rule is chosen on some training items (:func:`choose`), spans first, then verdicts:
 
-Accuracy is over **all** labelled items, RAGTruth style: a judge (or rule) that gave no
-answer on an item counts as flagging nothing there.
+1. Every candidate is judged by an **inner** grouped cross-validation inside the training
+   items: its parameters (weights, reliabilities) are refitted without each inner fold and it
+   predicts that fold. The choice is made on the training items only (nested
+   cross-validation), so the outer folds score it honestly.
+2. The panel's own **default rule is always a candidate**, first, so a tie keeps it. Any
+   other rule replaces it only when its inner-fold F1 beats the default's by ``MARGIN_SE``
+   bootstrap standard errors (groups resampled); a rule that combines judges must beat the
+   best judge followed alone by the same margin, else that judge, if it beats the default
+   by the margin, is followed, else the default stays.
+
+:func:`calibrate` runs that choice once per outer fold and once on all items. A rule has two
+parts, its span rule and its verdict rule. A part they do not all choose alike (the same
+reducer, the same followed judge; thresholds and weights are fitted parameters) is noise:
+the **default's part is kept**, and a note names how many folds chose what. (The default's
+verdict rule kept over an agreed new span rule applies to those spans: ``verdict: spans``
+reads them.) The calibrated figures stay out of fold: each fold's items are predicted by
+that fold's choice with the set-aside parts replaced by the default's, which have nothing
+fitted to the labels; whether the folds agree is read from their choices, never from their
+scores. When a part was set aside, the folds' own choices are scored beside it.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from juryflow.maths.gold import PRF
+from juryflow.maths.calibration_data import (
+    BoolArray,
+    CalibrationData,
+    FloatArray,
+    IntArray,
+    Prediction,
+    Scored,
+    judge_prediction,
+    predict,
+    predict_chars,
+    score,
+    span_counts,
+    verdict_counts,
+    word_ids,
+)
+from juryflow.maths.group_bootstrap import (
+    MARGIN_SE,
+    difference_interval,
+    earns_its_keep,
+    f1_interval,
+    f1_of,
+)
 from juryflow.maths.reducers import ConsensusRule, Reliability, RuleRef
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
+__all__ = [
+    "MARGIN_SE",
+    "CalibrationData",
+    "CalibrationResult",
+    "Candidate",
+    "Choice",
+    "Difference",
+    "PredictorResult",
+    "calibrate",
+    "choose",
+    "earns_its_keep",
+    "fit_on",
+    "grouped_folds",
+    "judge_prediction",
+    "predict",
+    "score",
+    "span_candidates",
+    "verdict_candidates",
+    "word_ids",
+]
 
 SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Thresholds tried for weighted shares, consensus scores and posteriors."""
+INNER_FOLDS = 3
 
-
-@dataclass(frozen=True)
-class CalibrationData:
-    """A labelled run, flattened for fast rule evaluation.
-
-    ``n`` judges, ``m`` items, ``c`` characters (every item's judged text end to end).
-    """
-
-    judge_ids: tuple[str, ...]
-    span_judge: BoolArray
-    """(n,) the judge answers with spans."""
-    verdicts: FloatArray
-    """(n, m) each judge's own verdict, 0/1, NaN where it gave none."""
-    scores: FloatArray
-    """(n, m) scores, NaN where none."""
-    covered: BoolArray
-    """(n, c) characters each judge marked with a voting span (rows of score judges: False)."""
-    span_answered: BoolArray
-    """(n, m) the judge answered that item with spans."""
-    char_item: IntArray
-    """(c,) the item each character belongs to."""
-    word_id: IntArray
-    """(c,) index of the word a character is part of, -1 for non-word characters."""
-    gold_verdict: FloatArray
-    """(m,) 0/1, NaN without a human verdict."""
-    gold_chars: BoolArray
-    """(c,) characters inside human span labels."""
-    span_labelled: BoolArray
-    """(m,) the item has usable span labels."""
-    groups: npt.NDArray[np.object_]
-    """(m,) fold groups (a source id); items of one group share a fold."""
-    quorum: int = 1
-
-    @property
-    def n_items(self) -> int:
-        return int(self.verdicts.shape[1])
-
-    @property
-    def answered(self) -> BoolArray:
-        return np.asarray(~np.isnan(self.verdicts))
-
-    @property
-    def has_spans(self) -> bool:
-        return bool(self.span_judge.any())
-
-
-def word_ids(text: str) -> IntArray:
-    """The word each character belongs to (``-1``: not a word character), numbered from 0.
-
-    >>> word_ids("ab, c").tolist()
-    [0, 0, -1, -1, 1]
-    """
-    is_word = np.fromiter((c.isalnum() or c == "_" for c in text), dtype=bool, count=len(text))
-    starts = is_word & ~np.r_[False, is_word[:-1]]
-    ids = np.cumsum(starts) - 1
-    return np.where(is_word, ids, -1).astype(np.int64)
+Kind = Literal["default", "alone", "combining"]
 
 
 # ----------------------------------------------------------------------------- folds
@@ -129,150 +128,7 @@ def grouped_folds(
     return fold_of_group[inverse]
 
 
-# ------------------------------------------------------------------------- predictions
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What one predictor says on every item and character."""
-
-    verdict: BoolArray
-    """(m,) hallucinated."""
-    chars: BoolArray
-    """(c,) marked characters (already word-snapped)."""
-
-
-def snap(data: CalibrationData, flagged: BoolArray) -> BoolArray:
-    """Widen marked characters to whole words, as the consensus snaps its runs."""
-    words = data.word_id
-    if not flagged.any():
-        return flagged
-    n_words = int(words.max()) + 1 if words.size else 0
-    hit = np.zeros(n_words + 1, dtype=bool)
-    hit[words[flagged & (words >= 0)]] = True
-    return np.asarray(flagged | ((words >= 0) & hit[words]))
-
-
-def _span_counts(data: CalibrationData, weights: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per character: weight of the judges marking it, weight of those that answered."""
-    w = np.where(data.span_judge, weights, 0.0)
-    marked = w @ data.covered.astype(np.float64)
-    answering = (w[:, None] * data.span_answered).sum(axis=0)[data.char_item]
-    return marked, answering
-
-
-def span_flags(data: CalibrationData, rule: ConsensusRule, quorum_ok: BoolArray) -> BoolArray:
-    """Characters ``rule``'s span reducer marks, snapped, on items that reach the quorum."""
-    name, param = rule.spans.name, rule.spans.param
-    ones = np.ones(len(data.judge_ids))
-    if name in ("majority", "at_least", "union"):
-        marked, answering = _span_counts(data, ones)
-        if name == "majority":
-            flagged = marked * 2 > answering
-        else:
-            flagged = marked >= (1 if name == "union" else int(param or 1))
-    elif name == "weighted":
-        marked, answering = _span_counts(data, rule.span_weight_vector(data.judge_ids))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(answering > 0, marked / answering, 0.0)
-        flagged = share > (0.5 if param is None else param) + 1e-12
-    elif name == "dawid_skene":
-        fit = rule.span_fit
-        assert fit is not None
-        votes = np.where(
-            data.span_answered[:, data.char_item], data.covered.astype(np.float64), np.nan
-        )
-        votes[~data.span_judge] = np.nan
-        posterior = 0.5 * (1 + np.tanh(0.5 * fit.log_odds(data.judge_ids, votes)))
-        flagged = posterior > (0.5 if param is None else param)
-    else:
-        raise ValueError(f"no calibration evaluator for spans rule {name!r}")
-    return snap(data, np.asarray(flagged & quorum_ok[data.char_item]))
-
-
-def verdict_flags(
-    data: CalibrationData, rule: ConsensusRule, chars: BoolArray, quorum_ok: BoolArray
-) -> BoolArray:
-    """Items ``rule``'s verdict rule calls hallucinated (NaN-free: no consensus is clean)."""
-    answered = data.answered
-    said = np.nan_to_num(data.verdicts, nan=0.0)
-    name, param = rule.verdict.name, rule.verdict.param
-    if name == "majority":
-        out = said.sum(axis=0) * 2 > answered.sum(axis=0)
-    elif name == "at_least":
-        out = said.sum(axis=0) >= int(param or 1)
-    elif name == "weighted":
-        w = rule.weight_vector(data.judge_ids)[:, None]
-        total = (w * answered).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(total > 0, (w * said).sum(axis=0) / total, 0.0)
-        out = share > (0.5 if param is None else param) + 1e-12
-    elif name == "score":
-        out = consensus_scores(data, rule) >= (0.5 if param is None else param) - 1e-12
-    elif name == "spans":
-        out = np.bincount(data.char_item[chars], minlength=data.n_items) > 0
-    elif name == "dawid_skene":
-        assert rule.verdict_fit is not None
-        posterior = 0.5 * (
-            1 + np.tanh(0.5 * rule.verdict_fit.log_odds(data.judge_ids, data.verdicts))
-        )
-        out = posterior > (0.5 if param is None else param)
-    else:
-        raise ValueError(f"no calibration evaluator for verdict rule {name!r}")
-    return np.asarray(out & quorum_ok)
-
-
-def consensus_scores(data: CalibrationData, rule: ConsensusRule) -> FloatArray:
-    """The rule's score reducer per item (NaN where nobody scored)."""
-    s = data.scores
-    # An item nobody scored is NaN on purpose; numpy would warn about the empty slice.
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if rule.score.name == "mean":
-            w = rule.weight_vector(data.judge_ids)[:, None] * ~np.isnan(s)
-            return np.asarray((np.nan_to_num(s) * w).sum(axis=0) / w.sum(axis=0))
-        return np.asarray(np.nanmedian(s, axis=0))
-
-
-def predict(data: CalibrationData, rule: ConsensusRule) -> Prediction:
-    quorum_ok = data.answered.sum(axis=0) >= data.quorum
-    chars = (
-        span_flags(data, rule, quorum_ok)
-        if data.has_spans
-        else np.zeros(data.char_item.shape, dtype=bool)
-    )
-    return Prediction(verdict_flags(data, rule, chars, quorum_ok), chars)
-
-
-def judge_prediction(data: CalibrationData, j: int) -> Prediction:
-    """One judge alone; where it gave no answer it flags nothing."""
-    verdict = np.nan_to_num(data.verdicts[j], nan=0.0) > 0.5
-    return Prediction(np.asarray(verdict), np.asarray(data.covered[j]))
-
-
-# ----------------------------------------------------------------------------- scoring
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Response and span P/R/F1 of a predictor over a set of items."""
-
-    response: PRF
-    spans: PRF | None
-
-
-def score(data: CalibrationData, pred: Prediction, items: BoolArray | None = None) -> Scored:
-    items = np.ones(data.n_items, dtype=bool) if items is None else items
-    tp, fp, fn = (int(v) for v in _verdict_counts_per_item(data, pred.verdict)[items].sum(axis=0))
-    response = PRF.from_counts(tp=tp, fp=fp, fn=fn)
-    spans = None
-    if data.span_labelled.any() and data.has_spans and pred.chars.size:
-        tp, fp, fn = (int(v) for v in _span_counts_per_item(data, pred.chars)[items].sum(axis=0))
-        spans = PRF.from_counts(tp=tp, fp=fp, fn=fn)
-    return Scored(response, spans)
-
-
-# --------------------------------------------------------------------------- candidates
+# ------------------------------------------------------------------ labelled fits
 
 
 def _supervised_fit(
@@ -306,14 +162,59 @@ def _log_odds_weights(fit: Reliability, judge_ids: Sequence[str]) -> dict[str, f
     return weights
 
 
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A rule to try, and what it is when folds' choices are compared."""
+
+    rule: ConsensusRule
+    label: str
+    """The reducer, with the judge it follows; no fitted threshold or weight (folds that pick
+    ``weighted`` at 0.4 and at 0.5 chose the same kind of rule)."""
+    kind: Kind
+    """``default`` (the panel's own rule), ``alone`` (follows one judge) or ``combining``."""
+
+
+def _bare(default: ConsensusRule) -> ConsensusRule:
+    return replace(default, weights={}, span_weights={}, verdict_fit=None, span_fit=None, name=None)
+
+
+def _default_spans(data: CalibrationData, default: ConsensusRule) -> ConsensusRule:
+    """The default's span rule on a bare base; its span weights written out, so that the
+    verdict weights fitted later cannot change them (span weights fall back on ``weights``)."""
+    span_weights = dict(default.span_weights)
+    if default.spans.name == "weighted" and not span_weights:
+        vector = default.span_weight_vector(data.judge_ids)
+        span_weights = dict(zip(data.judge_ids, vector.tolist(), strict=True))
+    return replace(
+        _bare(default), spans=default.spans, span_weights=span_weights, span_fit=default.span_fit
+    )
+
+
 def span_candidates(
-    data: CalibrationData, base: ConsensusRule, train: BoolArray
-) -> list[ConsensusRule]:
-    """Span rules to try, parameters fitted on the ``train`` items."""
+    data: CalibrationData, default: ConsensusRule, train: BoolArray
+) -> list[Candidate]:
+    """Span rules to try, the default's first, parameters fitted on the ``train`` items.
+
+    The list has the same length and order for any ``train``: candidate ``c`` refitted on an
+    inner fold is still candidate ``c``.
+    """
+    base = _bare(default)
+    out = [Candidate(_default_spans(data, default), f"{default.spans} (default)", "default")]
+    if not data.has_spans:
+        return out
     span_ids = [j for j, s in zip(data.judge_ids, data.span_judge, strict=True) if s]
     n = len(span_ids)
-    rules = [replace(base, spans=RuleRef("spans", "majority"))]
-    rules += [replace(base, spans=RuleRef("spans", "at_least", float(k))) for k in range(1, n + 1)]
+    out.append(
+        Candidate(replace(base, spans=RuleRef("spans", "majority")), "majority", "combining")
+    )
+    out += [
+        Candidate(replace(base, spans=RuleRef("spans", "at_least", float(k))), f"at_least:{k}",
+                  "combining")
+        for k in range(1, n + 1)
+    ]  # fmt: skip
     scope = (train & data.span_labelled)[data.char_item]
     votes = np.where(data.span_answered[:, data.char_item], data.covered.astype(float), np.nan)
     fit = _supervised_fit(votes, data.gold_chars, scope, data.judge_ids)
@@ -323,202 +224,165 @@ def span_candidates(
         fit.prevalence,
     )
     weights = _log_odds_weights(fit, span_ids)
-    rules += [
-        replace(base, spans=RuleRef("spans", "weighted", t), span_weights=weights) for t in SHARES
+    out += [
+        Candidate(
+            replace(base, spans=RuleRef("spans", "weighted", t), span_weights=weights),
+            "weighted",
+            "combining",
+        )
+        for t in SHARES
     ]
-    rules += [
-        replace(base, spans=RuleRef("spans", "dawid_skene", t), span_fit=fit)
+    out += [
+        Candidate(
+            replace(base, spans=RuleRef("spans", "dawid_skene", t), span_fit=fit),
+            "dawid_skene",
+            "combining",
+        )
         for t in (0.2, 0.3, 0.4, 0.5, 0.6)
     ]
     for judge_id in span_ids:
         alone = {j: (1.0 if j == judge_id else 0.0) for j in span_ids}
-        rules.append(replace(base, spans=RuleRef("spans", "weighted", 0.5), span_weights=alone))
-    return rules
-
-
-def verdict_candidates(
-    data: CalibrationData, base: ConsensusRule, train: BoolArray
-) -> list[ConsensusRule]:
-    """Verdict rules to try, parameters fitted on the ``train`` items."""
-    n = len(data.judge_ids)
-    ids = data.judge_ids
-    rules = [replace(base, verdict=RuleRef("verdict", "majority"))]
-    if data.has_spans:
-        rules.append(replace(base, verdict=RuleRef("verdict", "spans")))
-    rules += [
-        replace(base, verdict=RuleRef("verdict", "at_least", float(k))) for k in range(1, n + 1)
-    ]
-    labelled = train & ~np.isnan(data.gold_verdict)
-    fit = _supervised_fit(data.verdicts, data.gold_verdict > 0.5, labelled, ids)
-    weights = _log_odds_weights(fit, ids)
-    rules += [
-        replace(base, verdict=RuleRef("verdict", "weighted", t), weights=weights) for t in SHARES
-    ]
-    rules += [
-        replace(base, verdict=RuleRef("verdict", "dawid_skene", t), verdict_fit=fit)
-        for t in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
-    ]
-    if not data.span_judge.all():
-        for reducer in ("mean", "median"):
-            rules += [
-                replace(
-                    base,
-                    score=RuleRef("score", reducer),
-                    verdict=RuleRef("verdict", "score", t),
-                )
-                for t in SHARES
-            ]
-    for judge_id in ids:
-        alone = {j: (1.0 if j == judge_id else 0.0) for j in ids}
-        rules.append(replace(base, verdict=RuleRef("verdict", "weighted", 0.5), weights=alone))
-    return rules
-
-
-def fit_on(
-    data: CalibrationData, base: ConsensusRule, train: BoolArray, inner_folds: int = 3
-) -> ConsensusRule:
-    """The rule that does best on ``train``: span rule by span F1, then verdict by F1.
-
-    Span rules are judged on the training characters themselves (thousands of them make a
-    stable estimate). Verdicts rest on a few dozen items, where the best training F1 is
-    mostly luck, so each verdict candidate is judged by an inner grouped cross-validation
-    inside ``train`` (its parameters refitted on each inner fold), and the winner is refitted
-    on all of ``train``.
-
-    A combining verdict rule must *earn its keep*: it replaces the best single judge
-    (following that judge alone is always a candidate) only when its inner-CV advantage on
-    ``train`` exceeds ``MARGIN_SE`` bootstrap standard errors (groups resampled, see
-    :func:`earns_its_keep`). A panel whose best judge is already about as good as the
-    evidence allows then follows that judge instead of a rule that won by luck.
-    """
-    rule = _fit_spans(data, base, train)
-    candidates = verdict_candidates(data, rule, train)
-    groups = data.groups[train]
-    if inner_folds < 2 or len(set(map(str, groups))) < inner_folds:
-        said = np.stack([predict(data, r).verdict for r in candidates])
-    else:
-        inner = np.full(data.n_items, -1, dtype=np.int64)
-        inner[train] = grouped_folds(groups, inner_folds, seed=len(candidates))
-        said = np.zeros((len(candidates), data.n_items), dtype=bool)
-        for k in range(inner_folds):
-            held = inner == k
-            # The span rule is refitted too: a "spans" verdict judged with a span rule
-            # fitted on the held-out items would look better than it is.
-            inner_rule = _fit_spans(data, base, train & ~held)
-            for c, rule_k in enumerate(verdict_candidates(data, inner_rule, train & ~held)):
-                said[c, held] = predict(data, rule_k).verdict[held]
-    counts = np.stack([_verdict_counts_per_item(data, s) for s in said])
-    return candidates[_select(counts, _alone(candidates, "verdict"), data, train)]
-
-
-def _fit_spans(data: CalibrationData, base: ConsensusRule, train: BoolArray) -> ConsensusRule:
-    """``base`` with the span rule that does best on the training characters."""
-    if not (data.has_spans and data.span_labelled[train].any()):
-        return base
-    spans = span_candidates(data, base, train)
-    counts = np.stack([_span_counts_per_item(data, predict(data, r).chars) for r in spans])
-    # Span rules are chosen on thousands of training characters, and combining rules win
-    # there by wide margins; the judge-alone fallback is for the few-dozen-item verdicts.
-    return spans[_select(counts, [], data, train)]
-
-
-def _alone(rules: Sequence[ConsensusRule], family: str) -> list[int]:
-    """Indices of the candidates that follow one judge alone (weight 1 on it, 0 elsewhere)."""
-    out = []
-    for c, rule in enumerate(rules):
-        weights = rule.span_weights if family == "spans" else rule.weights
-        ref = rule.spans if family == "spans" else rule.verdict
-        if ref.name == "weighted" and sum(1 for w in weights.values() if w) == 1:
-            out.append(c)
+        rule = replace(base, spans=RuleRef("spans", "weighted", 0.5), span_weights=alone)
+        out.append(Candidate(rule, f"follows {judge_id}", "alone"))
     return out
 
 
-def _verdict_counts_per_item(data: CalibrationData, said: BoolArray) -> IntArray:
-    """(m, 3) per item: true positive, false positive, false negative (0/1 each)."""
-    labelled = ~np.isnan(data.gold_verdict)
-    gold = data.gold_verdict > 0.5
-    return np.stack(
-        [said & gold & labelled, said & ~gold & labelled, ~said & gold & labelled], axis=1
-    ).astype(np.int64)
+def verdict_candidates(
+    data: CalibrationData, default: ConsensusRule, spans: ConsensusRule, train: BoolArray
+) -> list[Candidate]:
+    """Verdict rules to try over the span rule ``spans``, parameters fitted on ``train``.
 
-
-def _span_counts_per_item(data: CalibrationData, chars: BoolArray) -> IntArray:
-    """(m, 3) per item: overlapping, predicted-only and gold-only characters."""
-    in_scope = data.span_labelled[data.char_item]
-    p, g = chars & in_scope, data.gold_chars & in_scope
-    m = data.n_items
-    return np.stack(
-        [
-            np.bincount(data.char_item[p & g], minlength=m),
-            np.bincount(data.char_item[p & ~g], minlength=m),
-            np.bincount(data.char_item[~p & g], minlength=m),
-        ],
-        axis=1,
-    ).astype(np.int64)
-
-
-def _f1_of(counts: FloatArray) -> FloatArray:
-    """F1 from (..., 3) summed counts; 0 where nothing was predicted or labelled."""
-    tp, fp, fn = counts[..., 0], counts[..., 1], counts[..., 2]
-    denominator = 2 * tp + fp + fn
-    return np.asarray(np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0))
-
-
-BOOTSTRAP_SAMPLES = 400
-MARGIN_SE = 2.0
-"""A combining verdict rule must beat the best judge alone by this many bootstrap standard
-errors (about a one-sided 97.5 % test): at one, across five folds some rule that won by luck
-on a few dozen items slips through most of the time."""
-
-
-def earns_its_keep(
-    challenger: IntArray,
-    incumbent: IntArray,
-    groups: npt.NDArray[np.object_],
-    seed: int = 0,
-) -> bool:
-    """Does ``challenger`` beat ``incumbent`` on F1 by more than ``MARGIN_SE`` standard errors?
-
-    ``challenger`` and ``incumbent`` are (m, 3) per-item (tp, fp, fn) counts over the same
-    items; the standard error of the F1 difference comes from a paired bootstrap that
-    resamples whole groups (items of one source are not independent).
-
-    >>> one = np.array([[1, 0, 0]] * 20)
-    >>> miss = np.array([[0, 0, 1]] * 20)
-    >>> groups = np.array([str(i) for i in range(20)], dtype=object)
-    >>> earns_its_keep(one, miss, groups), earns_its_keep(one, one, groups)
-    (True, False)
+    The first is the whole default rule (its own spans too): keeping it keeps the default's
+    verdicts exactly, whatever span rule was chosen.
     """
-    _, group_index = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
-    n_groups = int(group_index.max()) + 1 if group_index.size else 0
-    if n_groups < 2:
-        return False
-    ours, theirs = challenger.astype(np.float64), incumbent.astype(np.float64)
-    observed = float(_f1_of(ours.sum(axis=0)) - _f1_of(theirs.sum(axis=0)))
-    if observed <= 0:
-        return False
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n_groups, np.full(n_groups, 1 / n_groups), size=BOOTSTRAP_SAMPLES)
-    weights = draws[:, group_index].astype(np.float64)  # (B, m) item weights
-    boot = _f1_of(np.einsum("bm,mk->bk", weights, ours)) - _f1_of(
-        np.einsum("bm,mk->bk", weights, theirs)
-    )
-    return observed > MARGIN_SE * float(np.std(boot))
+    ids = data.judge_ids
+    out = [Candidate(default, "default", "default")]
+
+    def add(rule: ConsensusRule, label: str, kind: Kind = "combining") -> None:
+        out.append(Candidate(rule, label, kind))
+
+    add(replace(spans, verdict=RuleRef("verdict", "majority")), "majority")
+    if data.has_spans:
+        add(replace(spans, verdict=RuleRef("verdict", "spans")), "spans")
+    for k in range(1, len(ids) + 1):
+        add(replace(spans, verdict=RuleRef("verdict", "at_least", float(k))), f"at_least:{k}")
+    labelled = train & ~np.isnan(data.gold_verdict)
+    fit = _supervised_fit(data.verdicts, data.gold_verdict > 0.5, labelled, ids)
+    weights = _log_odds_weights(fit, ids)
+    for t in SHARES:
+        add(replace(spans, verdict=RuleRef("verdict", "weighted", t), weights=weights), "weighted")
+    for t in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        add(replace(spans, verdict=RuleRef("verdict", "dawid_skene", t), verdict_fit=fit),
+            "dawid_skene")  # fmt: skip
+    if not data.span_judge.all():
+        for reducer in ("mean", "median"):
+            for t in SHARES:
+                rule = replace(
+                    spans, score=RuleRef("score", reducer), verdict=RuleRef("verdict", "score", t)
+                )
+                add(rule, f"score:{reducer}")
+    for judge_id in ids:
+        alone = {j: (1.0 if j == judge_id else 0.0) for j in ids}
+        rule = replace(spans, verdict=RuleRef("verdict", "weighted", 0.5), weights=alone)
+        add(rule, f"follows {judge_id}", "alone")
+    return out
 
 
-def _select(counts: IntArray, alone: Sequence[int], data: CalibrationData, train: BoolArray) -> int:
-    """The best candidate on ``train`` by F1 of its (c, m, 3) counts, unless it is a
-    combining rule that does not beat the best judge-alone candidate by ``MARGIN_SE``
-    standard errors (then that judge). Ties keep the earlier, simpler candidate."""
-    use = counts[:, train]
-    f1 = [float(v) for v in _f1_of(use.sum(axis=1).astype(np.float64))]
+# ------------------------------------------------------------------------------ choosing
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What :func:`choose` keeps on some training items: a span and a verdict candidate."""
+
+    spans: Candidate
+    verdict: Candidate
+    rule: ConsensusRule
+    """The two put together (:func:`assemble`)."""
+
+    @property
+    def label(self) -> str:
+        if self.spans.kind == "default" and self.verdict.kind == "default":
+            return "the default rule"
+        return f"spans {self.spans.label} · verdict {self.verdict.label}"
+
+    @property
+    def follows(self) -> str | None:
+        """The judge whose verdict the rule follows alone, if it does."""
+        v = self.verdict
+        return v.label.removeprefix("follows ") if v.kind == "alone" else None
+
+
+def assemble(default: ConsensusRule, spans: Candidate, verdict: Candidate) -> ConsensusRule:
+    """One rule from a span candidate and a verdict candidate.
+
+    The default verdict candidate stands for the default's verdict rule: over another span
+    rule it is that rule applied there (for ``verdict: majority`` the default's verdicts
+    exactly; for ``verdict: spans`` the verdicts of the new spans).
+    """
+    if verdict.kind == "default":
+        if spans.kind == "default":
+            return default
+        return replace(
+            spans.rule,
+            score=default.score,
+            verdict=default.verdict,
+            weights=default.weights,
+            verdict_fit=default.verdict_fit,
+        )
+    s = spans.rule
+    return replace(verdict.rule, spans=s.spans, span_weights=s.span_weights, span_fit=s.span_fit)
+
+
+def _inner_counts(
+    data: CalibrationData,
+    make: Callable[[BoolArray], list[Candidate]],
+    count: Callable[[ConsensusRule], IntArray],
+    train: BoolArray,
+    inner_folds: int,
+    seed: int,
+) -> IntArray:
+    """(c, m, 3) per-item counts of every candidate, each ``train`` item predicted by the
+    candidate refitted without its inner fold (rows outside ``train``: zero)."""
+    groups = data.groups[train]
+    if inner_folds < 2 or len(set(map(str, groups))) < inner_folds:
+        # Too few groups to hold any out: judged on the training items themselves.
+        return np.stack([count(c.rule) * train[:, None] for c in make(train)])
+    inner = np.full(data.n_items, -1, dtype=np.int64)
+    inner[train] = grouped_folds(groups, inner_folds, seed)
+    out: IntArray | None = None
+    for k in range(inner_folds):
+        held = inner == k
+        candidates = make(train & ~held)
+        if out is None:
+            out = np.zeros((len(candidates), data.n_items, 3), dtype=np.int64)
+        for c, candidate in enumerate(candidates):
+            out[c, held] = count(candidate.rule)[held]
+    assert out is not None
+    return out
+
+
+def _select(counts: IntArray, kinds: Sequence[Kind], groups: npt.NDArray[np.object_]) -> int:
+    """The candidate to keep from (c, m, 3) counts over the training items.
+
+    The best by F1 (ties: the earlier, so the default at 0 wins them) unless it does not
+    beat the default by ``MARGIN_SE`` standard errors, or, combining judges, does not beat
+    the best judge alone by as much; then that judge if it beats the default so, else the
+    default.
+    """
+    f1 = [float(v) for v in f1_of(counts.sum(axis=1))]
     best = _first_best(f1)
-    if not alone or best in alone:
+    if kinds[best] == "default":
         return best
-    best_alone = max(alone, key=lambda c: (f1[c], -c))
-    if earns_its_keep(use[best], use[best_alone], data.groups[train]):
-        return best
-    return best_alone
+
+    def beats(challenger: int, incumbent: int) -> bool:
+        return earns_its_keep(counts[challenger], counts[incumbent], groups)
+
+    alone = [c for c, kind in enumerate(kinds) if kind == "alone"]
+    best_alone = max(alone, key=lambda c: (f1[c], -c)) if alone else None
+    if kinds[best] != "alone" and best_alone is not None and not beats(best, best_alone):
+        best = best_alone
+    return best if beats(best, 0) else 0
 
 
 def _first_best(values: list[float]) -> int:
@@ -529,30 +393,168 @@ def _first_best(values: list[float]) -> int:
     return best
 
 
+def choose(
+    data: CalibrationData,
+    default: ConsensusRule,
+    train: BoolArray,
+    inner_folds: int = INNER_FOLDS,
+    seed: int = 0,
+) -> Choice:
+    """The rule to keep, chosen on the ``train`` items alone (see the module docstring).
+
+    The span rule is chosen first, on characters; the verdict rules are then tried over it,
+    the chosen span rule refitted with them on each inner fold (a ``spans`` verdict judged
+    with a span rule fitted on the held-out items would look better than it is).
+    """
+    groups = data.groups[train]
+    spans_at = 0
+    if data.has_spans and data.span_labelled[train].any():
+        counts = _inner_counts(
+            data,
+            lambda t: span_candidates(data, default, t),
+            lambda r: span_counts(data, predict_chars(data, r)),
+            train,
+            inner_folds,
+            seed,
+        )
+        kinds = [c.kind for c in span_candidates(data, default, train)]
+        spans_at = _select(counts[:, train], kinds, groups)
+    spans = span_candidates(data, default, train)[spans_at]
+
+    def verdicts_on(t: BoolArray) -> list[Candidate]:
+        return verdict_candidates(
+            data, default, span_candidates(data, default, t)[spans_at].rule, t
+        )
+
+    candidates = verdict_candidates(data, default, spans.rule, train)
+    verdict_at = 0
+    if (~np.isnan(data.gold_verdict[train])).any():
+        counts = _inner_counts(
+            data,
+            verdicts_on,
+            lambda r: verdict_counts(data, predict(data, r).verdict),
+            train,
+            inner_folds,
+            seed,
+        )
+        verdict_at = _select(counts[:, train], [c.kind for c in candidates], groups)
+    verdict = candidates[verdict_at]
+    if verdict.kind == "default" and default.verdict.name == "spans":
+        # The whole default won the verdicts, which it reads off its own spans: keeping its
+        # verdicts keeps those spans.
+        spans = span_candidates(data, default, train)[0]
+    return Choice(spans, verdict, assemble(default, spans, verdict))
+
+
+def fit_on(
+    data: CalibrationData,
+    default: ConsensusRule,
+    train: BoolArray,
+    inner_folds: int = INNER_FOLDS,
+    seed: int = 0,
+) -> ConsensusRule:
+    """The rule :func:`choose` keeps on ``train``."""
+    return choose(data, default, train, inner_folds, seed).rule
+
+
 # ------------------------------------------------------------------------------ report
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PredictorResult:
     name: str
     kind: str
-    """``calibrated`` (out of fold), ``default`` (the panel's rule) or ``judge``."""
+    """``calibrated`` (what is kept, out of fold), ``default`` (the panel's rule), ``folds``
+    (the folds' own choices, out of fold, when they disagreed and were not kept) or ``judge``."""
     scored: Scored
     coverage: float | None = None
     """Judges only: the share of items it answered."""
+    response_interval: tuple[float, float] | None = None
+    """Bootstrap interval of the response F1 (sources resampled)."""
+    span_interval: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """The calibrated F1 minus another predictor's, with a paired bootstrap interval."""
+
+    versus: str
+    response: float
+    response_interval: tuple[float, float]
+    spans: float | None = None
+    span_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
 class CalibrationResult:
     rule: ConsensusRule
-    """Fitted on every item: what is stored and applied to new runs."""
+    """What is stored and applied to new runs: the rule chosen on every item when every
+    fold chose the same, else the default."""
     fold_rules: tuple[str, ...]
-    """The rule each fold chose (how stable the choice is)."""
+    """The rule each fold chose, with its fitted parameters."""
     results: tuple[PredictorResult, ...]
     folds: int
     n_items: int
     n_groups: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fold_choices: tuple[str, ...] = ()
+    """The kind of rule each fold chose (what must agree)."""
+    choice_on_all: str = "the default rule"
+    kept_default: bool = True
+    """The stored rule is the panel's default."""
+    differences: tuple[Difference, ...] = ()
+
+
+class _Counts:
+    """Per-item counts of predictions and the groups to resample them by."""
+
+    def __init__(self, data: CalibrationData, seed: int) -> None:
+        self.data, self.seed = data, seed
+        self.verdict_items = ~np.isnan(data.gold_verdict)
+        self.span_items = data.span_labelled
+        self.spans = bool(data.span_labelled.any() and data.has_spans)
+
+    def of(self, pred: Prediction) -> tuple[IntArray, IntArray | None]:
+        verdicts = verdict_counts(self.data, pred.verdict)[self.verdict_items]
+        if not self.spans:
+            return verdicts, None
+        return verdicts, span_counts(self.data, pred.chars)[self.span_items]
+
+    def result(
+        self, name: str, kind: str, pred: Prediction, coverage: float | None = None
+    ) -> PredictorResult:
+        verdicts, spans = self.of(pred)
+        groups = self.data.groups
+        return PredictorResult(
+            name,
+            kind,
+            score(self.data, pred),
+            coverage,
+            f1_interval(verdicts, groups[self.verdict_items], self.seed),
+            None if spans is None else f1_interval(spans, groups[self.span_items], self.seed),
+        )
+
+    def difference(self, versus: str, ours: Prediction, theirs: Prediction) -> Difference:
+        (av, as_), (bv, bs) = self.of(ours), self.of(theirs)
+        groups = self.data.groups
+        response = float(f1_of(av.sum(axis=0)) - f1_of(bv.sum(axis=0)))
+        interval = difference_interval(av, bv, groups[self.verdict_items], self.seed)
+        if as_ is None or bs is None:
+            return Difference(versus, response, interval)
+        return Difference(
+            versus,
+            response,
+            interval,
+            float(f1_of(as_.sum(axis=0)) - f1_of(bs.sum(axis=0))),
+            difference_interval(as_, bs, groups[self.span_items], self.seed),
+        )
+
+
+def _tally(choices: Sequence[str]) -> str:
+    counts = Counter(choices)
+    return "; ".join(
+        f"{n} {'fold' if n == 1 else 'folds'}: {label}" for label, n in counts.most_common()
+    )
 
 
 def calibrate(
@@ -560,60 +562,142 @@ def calibrate(
     default: ConsensusRule,
     folds: int = 5,
     seed: int = 0,
+    inner_folds: int = INNER_FOLDS,
 ) -> CalibrationResult:
-    """Cross-validated rule choice; see the module docstring."""
+    """Nested cross-validated rule choice that keeps the default's span rule, verdict rule
+    or both unless every fold and the fit on all items replace it the same way; see the
+    module docstring."""
     labelled = ~np.isnan(data.gold_verdict) | data.span_labelled
     if not labelled.any():
         raise ValueError("no item of this run has human labels: calibration needs them")
     default = default.resolve(bool(data.span_judge.all()))
     fold = grouped_folds(data.groups, folds, seed)
-    oof_verdict = np.zeros(data.n_items, dtype=bool)
-    oof_chars = np.zeros(data.char_item.shape, dtype=bool)
-    chosen: list[str] = []
-    base = replace(default, weights={}, span_weights={}, verdict_fit=None, span_fit=None, name=None)
-    for k in range(folds):
-        test = fold == k
-        rule = fit_on(data, base, ~test & labelled)
-        chosen.append(str(rule))
-        pred = predict(data, rule)
-        oof_verdict[test] = pred.verdict[test]
-        in_test = test[data.char_item]
-        oof_chars[in_test] = pred.chars[in_test]
+    tests = [fold == k for k in range(folds)]
+    choices = [choose(data, default, ~test & labelled, inner_folds, seed) for test in tests]
+    final = choose(data, default, labelled, inner_folds, seed)
+    agreement = _Agreement.of(choices, final)
+    default_spans = span_candidates(data, default, labelled)[0]
+    default_verdict = verdict_candidates(data, default, default_spans.rule, labelled)[0]
+
+    def kept(choice: Choice) -> ConsensusRule:
+        return assemble(
+            default,
+            choice.spans if agreement.spans else default_spans,
+            choice.verdict if agreement.verdict else default_verdict,
+        )
+
+    counts = _Counts(data, seed)
+    default_pred = predict(data, default)
+    kept_pred = _out_of_fold(data, tests, [kept(c) for c in choices])
     results = [
-        PredictorResult(
-            "calibrated (out of fold)",
-            "calibrated",
-            score(data, Prediction(oof_verdict, oof_chars)),
-        ),
-        PredictorResult("default rule", "default", score(data, predict(data, default))),
+        counts.result("calibrated (out of fold)", "calibrated", kept_pred),
+        counts.result("default rule", "default", default_pred),
     ]
+    if not (agreement.spans and agreement.verdict):
+        own = _out_of_fold(data, tests, [c.rule for c in choices])
+        results.append(counts.result("the folds' own choices (not kept)", "folds", own))
+    judge_preds = [judge_prediction(data, j) for j in range(len(data.judge_ids))]
     answered = data.answered
     for j, judge_id in enumerate(data.judge_ids):
-        results.append(
-            PredictorResult(
-                judge_id,
-                "judge",
-                score(data, judge_prediction(data, j)),
-                coverage=float(answered[j].mean()) if data.n_items else None,
-            )
-        )
-    final = fit_on(data, base, labelled)
-    notes: list[str] = []
-    follows = _alone([final], "verdict")
-    if follows:
-        judge = next(j for j, w in final.weights.items() if w)
-        notes.append(
-            f"the verdict follows {judge} alone: no combining rule beat it by "
-            f"{MARGIN_SE:g} standard errors on these items"
-        )
-    if len(set(chosen)) > 1:
-        notes.append(f"the folds chose {len(set(chosen))} different rules: the choice is unstable")
+        coverage = float(answered[j].mean()) if data.n_items else None
+        results.append(counts.result(judge_id, "judge", judge_preds[j], coverage))
+    rule = kept(final)
     return CalibrationResult(
-        rule=final,
-        fold_rules=tuple(chosen),
+        rule=rule,
+        fold_rules=tuple(str(c.rule) for c in choices),
         results=tuple(results),
         folds=folds,
         n_items=data.n_items,
         n_groups=len(set(map(str, data.groups))),
-        notes=tuple(notes),
+        notes=tuple(_notes(default, choices, final, agreement)),
+        fold_choices=tuple(c.label for c in choices),
+        choice_on_all=final.label,
+        kept_default=rule == default,
+        differences=tuple(_differences(counts, results, kept_pred, default_pred, judge_preds)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Agreement:
+    """Whether the folds and the fit on all items chose the same span and verdict rules."""
+
+    spans: bool
+    verdict: bool
+
+    @classmethod
+    def of(cls, choices: Sequence[Choice], final: Choice) -> _Agreement:
+        spans = all(c.spans.label == final.spans.label for c in choices)
+        verdict = all(c.verdict.label == final.verdict.label for c in choices)
+        # A verdict read off the spans is only the same rule over the same span rule.
+        reads_spans = final.verdict.rule.verdict.name == "spans"
+        return cls(spans, verdict and (spans or not reads_spans))
+
+
+def _out_of_fold(
+    data: CalibrationData, tests: Sequence[BoolArray], rules: Sequence[ConsensusRule]
+) -> Prediction:
+    """Each fold's items predicted by its own rule."""
+    verdict = np.zeros(data.n_items, dtype=bool)
+    chars = np.zeros(data.char_item.shape, dtype=bool)
+    for test, rule in zip(tests, rules, strict=True):
+        pred = predict(data, rule)
+        verdict[test] = pred.verdict[test]
+        in_test = test[data.char_item]
+        chars[in_test] = pred.chars[in_test]
+    return Prediction(verdict, chars)
+
+
+def _differences(
+    counts: _Counts,
+    results: Sequence[PredictorResult],
+    kept: Prediction,
+    default: Prediction,
+    judges: Sequence[Prediction],
+) -> list[Difference]:
+    """The calibrated F1 minus the default's, and minus the best judge's (by response F1;
+    the span difference is taken against the judge with the best span F1)."""
+    out = [counts.difference("default rule", kept, default)]
+    scored = [r for r in results if r.kind == "judge"]
+    if not scored:
+        return out
+    by_response = max(range(len(scored)), key=lambda j: (scored[j].scored.response.f1, -j))
+    by_spans = max(
+        range(len(scored)),
+        key=lambda j: (-1.0 if (s := scored[j].scored.spans) is None else s.f1, -j),
+    )
+    name = scored[by_response].name
+    if by_spans != by_response and scored[by_spans].scored.spans is not None:
+        name += f"; spans: {scored[by_spans].name}"
+    response = counts.difference(name, kept, judges[by_response])
+    spans = counts.difference(name, kept, judges[by_spans])
+    out.append(replace(response, spans=spans.spans, span_interval=spans.span_interval))
+    return out
+
+
+def _notes(
+    default: ConsensusRule, choices: Sequence[Choice], final: Choice, agreement: _Agreement
+) -> list[str]:
+    margin = f"{MARGIN_SE:g} bootstrap standard errors in the inner folds"
+    notes: list[str] = []
+    span_votes = [c.spans.label for c in choices]
+    verdict_votes = [c.verdict.label for c in choices]
+    if not agreement.spans:
+        notes.append(
+            f"the folds disagree on the span rule ({_tally(span_votes)}; all items: "
+            f"{final.spans.label}): keeping the default's, {default.spans}"
+        )
+    if not agreement.verdict:
+        notes.append(
+            f"the folds disagree on the verdict rule ({_tally(verdict_votes)}; all items: "
+            f"{final.verdict.label}): keeping the default's, {default.verdict}"
+        )
+    if notes:
+        return notes
+    if final.label == "the default rule":
+        return [f"every fold kept the default rule: no other rule beat it by {margin}"]
+    notes.append(f"every fold chose {final.label}, beating the default rule by {margin}")
+    if final.follows is not None:
+        notes.append(
+            f"the verdict follows {final.follows} alone: no combining rule beat it by {margin}"
+        )
+    return notes

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import juryflow.maths.calibration
+import juryflow.maths.calibration_data
+import juryflow.maths.group_bootstrap
 from juryflow.maths.calibration import (
     CalibrationData,
     calibrate,
@@ -29,8 +31,16 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 
 
 def test_doctests_pass() -> None:
-    result = doctest.testmod(juryflow.maths.calibration)
-    assert result.attempted >= 3 and result.failed == 0
+    attempted = 0
+    for module in (
+        juryflow.maths.calibration,
+        juryflow.maths.calibration_data,
+        juryflow.maths.group_bootstrap,
+    ):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 8
 
 
 @settings(deadline=None, max_examples=60)
