@@ -1,5 +1,7 @@
 """`juryflow agreement` and `juryflow disagreements`: the agreement report in a terminal.
 
+``juryflow calibrate`` is in :mod:`juryflow.cli.calibration` and registered here.
+
 Registered on the main app by :func:`register` (``juryflow/cli/commands.py``); the numbers come from
 :mod:`juryflow.analysis.agreement_report`, this module only lays them out.
 """
@@ -425,84 +427,11 @@ def disagreements_command(
     )
 
 
-# -- calibrate ------------------------------------------------------------------------
-
-
-def _f(prf: dict[str, float] | None, key: str) -> str:
-    return "—" if prf is None else f"{prf[key]:.3f}"
-
-
-def calibrate_command(
-    run_id: RunArgument = None,
-    name: Annotated[
-        str, typer.Option(help="Name to store the calibration under (replaces an older one).")
-    ] = "default",
-    folds: Annotated[int, typer.Option(min=2, max=50, help="Cross-validation folds.")] = 5,
-    seed: Annotated[
-        int, typer.Option(min=0, max=2**31 - 1, help="Seed of the fold assignment.")
-    ] = 0,
-    group: Annotated[
-        str | None,
-        typer.Option(
-            help="Item column whose values keep together in one fold (default: group, "
-            "source_id or source when the items have one)."
-        ),
-    ] = None,
-    db: DbOption = None,
-    format_: FormatOption = "table",
-    gold: GoldOption = "dataset",
-) -> None:
-    """Choose the consensus rule from human labels by grouped k-fold cross-validation."""
-    from juryflow.analysis.calibrate import run_calibration
-    from juryflow.storage.store import Store
-
-    if format_ not in {"table", "json"}:
-        _fail("--format must be table or json")
-    source = gold_source(gold)
-    run_id = resolve_or_exit(db, run_id)
-    result, record = _load(
-        lambda: run_calibration(Store(db), run_id, name, folds, seed, group, gold=source)
-    )
-    report = record.report
-    if format_ == "json":
-        _print_json({"name": record.name, "run_id": record.run_id, "stored_rule": record.rule,
-                     **report})  # fmt: skip
-        return
-    console.print(
-        plain(
-            f"run {record.run_id} · {report['items']} items in {report['groups']} groups "
-            f"(by {report['group_column'] or 'item'}) · {report['folds']} folds · "
-            f"gold: {report.get('gold_source', 'dataset')}"
-        )
-    )
-    table = Table(
-        title="Out-of-fold accuracy against the human labels (all items; no answer = nothing)",
-        title_justify="left",
-    )
-    for column in ("predictor", "coverage", "P", "R", "F1", "span P", "span R", "span F1"):
-        table.add_column(column, justify="left" if column == "predictor" else "right")
-    for row in report["predictors"]:
-        response, spans = row["response"], row["spans"]
-        table.add_row(
-            plain(row["name"]),
-            "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
-            _f(response, "precision"), _f(response, "recall"), _f(response, "f1"),
-            _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"),
-        )  # fmt: skip
-    console.print(table)
-    console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))
-    for note in report["notes"]:
-        console.print(plain(f"note: {note}"))
-    console.print(
-        plain(
-            f"apply it: juryflow reaggregate {record.run_id} --calibration {record.name}, "
-            f"or juryflow run DATASET --panel PANEL --calibration {record.name}"
-        )
-    )
-
-
 def register(app: typer.Typer) -> None:
     """Add `agreement`, `disagreements` and `calibrate` to the juryflow command line."""
     app.command("agreement")(agreement)
     app.command("disagreements")(disagreements_command)
+    # The command lives in its own module, which shares this one's options and helpers.
+    from juryflow.cli.calibration import calibrate_command
+
     app.command("calibrate")(calibrate_command)

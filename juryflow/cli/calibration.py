@@ -1,0 +1,124 @@
+"""`juryflow calibrate RUN`: choose the consensus rule from human labels, print what it is
+worth out of fold (the calibrated rule, the panel's default rule and every judge, each F1
+with its bootstrap interval), and store it by name.
+
+Registered by :func:`juryflow.cli.analysis.register`; the figures come from
+:mod:`juryflow.analysis.calibrate`, this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from juryflow.cli.analysis import (
+    FormatOption,
+    GoldOption,
+    RunArgument,
+    _load,
+    _print_json,
+    console,
+    gold_source,
+)
+from juryflow.cli.runs import DbOption, resolve_or_exit
+from juryflow.cli.runs import fail as _fail
+from juryflow.terminal.output import plain
+
+
+def _f(prf: dict[str, Any] | None, key: str) -> str:
+    return "—" if prf is None else f"{prf[key]:.3f}"
+
+
+def _ci(prf: dict[str, Any] | None) -> str:
+    interval = None if prf is None else prf.get("f1_interval")
+    return "—" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f}"
+
+
+def _delta(value: float | None, interval: list[float] | None) -> str:
+    if value is None or interval is None:
+        return "—"
+    return f"{100 * value:+.1f} points ({100 * interval[0]:+.1f} to {100 * interval[1]:+.1f})"
+
+
+def calibrate_command(
+    run_id: RunArgument = None,
+    name: Annotated[
+        str, typer.Option(help="Name to store the calibration under (replaces an older one).")
+    ] = "default",
+    folds: Annotated[int, typer.Option(min=2, max=50, help="Cross-validation folds.")] = 5,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**31 - 1, help="Seed of the fold assignment.")
+    ] = 0,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            help="Item column whose values keep together in one fold (default: group, "
+            "source_id or source when the items have one)."
+        ),
+    ] = None,
+    db: DbOption = None,
+    format_: FormatOption = "table",
+    gold: GoldOption = "dataset",
+) -> None:
+    """Choose the consensus rule from human labels by nested grouped cross-validation: the
+    panel's default rule stays unless another beats it beyond noise in every fold."""
+    from juryflow.analysis.calibrate import run_calibration
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    source = gold_source(gold)
+    run_id = resolve_or_exit(db, run_id)
+    result, record = _load(
+        lambda: run_calibration(Store(db), run_id, name, folds, seed, group, gold=source)
+    )
+    report = record.report
+    if format_ == "json":
+        _print_json({"name": record.name, "run_id": record.run_id, "stored_rule": record.rule,
+                     **report})  # fmt: skip
+        return
+    console.print(
+        plain(
+            f"run {record.run_id} · {report['items']} items in {report['groups']} groups "
+            f"(by {report['group_column'] or 'item'}) · {report['folds']} folds · "
+            f"gold: {report.get('gold_source', 'dataset')}"
+        )
+    )
+    level = f"{100 * report.get('interval_level', 0.95):.0f} %"
+    table = Table(
+        title="Out-of-fold accuracy against the human labels (all items; no answer = nothing); "
+        f"F1 intervals: {level}, sources resampled",
+        title_justify="left",
+    )
+    columns = ("predictor", "coverage", "P", "R", "F1", "F1 interval",
+               "span P", "span R", "span F1", "span F1 interval")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "predictor" else "right")
+    for row in report["predictors"]:
+        response, spans = row["response"], row["spans"]
+        table.add_row(
+            plain(row["name"]),
+            "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
+            _f(response, "precision"), _f(response, "recall"), _f(response, "f1"), _ci(response),
+            _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"), _ci(spans),
+        )  # fmt: skip
+    console.print(table)
+    for d in report.get("differences", []):
+        console.print(
+            plain(
+                f"calibrated − {d['versus']}: response F1 "
+                f"{_delta(d['response'], d['response_interval'])}; span F1 "
+                f"{_delta(d['spans'], d['span_interval'])}"
+            )
+        )
+    console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))
+    for note in report["notes"]:
+        console.print(plain(f"note: {note}"))
+    console.print(
+        plain(
+            f"apply it: juryflow reaggregate {record.run_id} --calibration {record.name}, "
+            f"or juryflow run DATASET --panel PANEL --calibration {record.name}"
+        )
+    )
