@@ -16,13 +16,14 @@ How a rule is chosen on some training items (:func:`choose`), spans first, then 
    cross-validation), so the outer folds score it honestly.
 2. The panel's own **default rule is always a candidate**, first, so a tie keeps it. Any
    other rule replaces it only when its inner-fold F1 beats the default's by ``MARGIN_SE``
-   bootstrap standard errors (groups resampled); a rule that combines judges must beat the
-   best judge followed alone by the same margin, else that judge, if it beats the default
-   by the margin, is followed, else the default stays.
+   bootstrap standard errors (groups resampled). Of the rules that do, a rule combining
+   judges gives way to the best judge followed alone when that judge beats the default too
+   and the combining rule does not beat it by the same margin.
 
 :func:`calibrate` runs that choice once per outer fold and once on all items. A rule has two
 parts, its span rule and its verdict rule. A part they do not all choose alike (the same
-reducer, the same followed judge; thresholds and weights are fitted parameters) is noise:
+kind: counted votes, reliability-weighted votes, the consensus score, the spans, one judge
+followed, the default; thresholds, counts and weights are fitted parameters) is noise:
 the **default's part is kept**, and a note names how many folds chose what. (The default's
 verdict rule kept over an agreed new span rule applies to those spans: ``verdict: spans``
 reads them.) The calibrated figures stay out of fold: each fold's items are predicted by
@@ -90,6 +91,17 @@ __all__ = [
 SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Thresholds tried for weighted shares, consensus scores and posteriors."""
 INNER_FOLDS = 3
+
+# The kinds of rule whose choice the folds must agree on. Thresholds, vote counts and
+# weights are fitted parameters within a kind: ``weighted`` and ``dawid_skene`` both weigh
+# each judge's vote by the sensitivity and specificity fitted on the training items and
+# differ only in how those weights become a decision boundary.
+COUNTED = "counted votes"
+"""``majority`` and ``at_least:K``."""
+WEIGHTED = "reliability-weighted votes"
+"""``weighted`` and ``dawid_skene`` with weights fitted on the training labels."""
+SCORED = "consensus score"
+"""``score:T`` over the mean or median score."""
 
 Kind = Literal["default", "alone", "combining"]
 
@@ -171,8 +183,8 @@ class Candidate:
 
     rule: ConsensusRule
     label: str
-    """The reducer, with the judge it follows; no fitted threshold or weight (folds that pick
-    ``weighted`` at 0.4 and at 0.5 chose the same kind of rule)."""
+    """The kind of rule (``COUNTED``, ``WEIGHTED``, ``SCORED``, ``read off the spans``,
+    ``follows JUDGE``, or the default's name): what the folds must agree on."""
     kind: Kind
     """``default`` (the panel's own rule), ``alone`` (follows one judge) or ``combining``."""
 
@@ -207,11 +219,9 @@ def span_candidates(
         return out
     span_ids = [j for j, s in zip(data.judge_ids, data.span_judge, strict=True) if s]
     n = len(span_ids)
-    out.append(
-        Candidate(replace(base, spans=RuleRef("spans", "majority")), "majority", "combining")
-    )
+    out.append(Candidate(replace(base, spans=RuleRef("spans", "majority")), COUNTED, "combining"))
     out += [
-        Candidate(replace(base, spans=RuleRef("spans", "at_least", float(k))), f"at_least:{k}",
+        Candidate(replace(base, spans=RuleRef("spans", "at_least", float(k))), COUNTED,
                   "combining")
         for k in range(1, n + 1)
     ]  # fmt: skip
@@ -227,7 +237,7 @@ def span_candidates(
     out += [
         Candidate(
             replace(base, spans=RuleRef("spans", "weighted", t), span_weights=weights),
-            "weighted",
+            WEIGHTED,
             "combining",
         )
         for t in SHARES
@@ -235,7 +245,7 @@ def span_candidates(
     out += [
         Candidate(
             replace(base, spans=RuleRef("spans", "dawid_skene", t), span_fit=fit),
-            "dawid_skene",
+            WEIGHTED,
             "combining",
         )
         for t in (0.2, 0.3, 0.4, 0.5, 0.6)
@@ -261,26 +271,26 @@ def verdict_candidates(
     def add(rule: ConsensusRule, label: str, kind: Kind = "combining") -> None:
         out.append(Candidate(rule, label, kind))
 
-    add(replace(spans, verdict=RuleRef("verdict", "majority")), "majority")
+    add(replace(spans, verdict=RuleRef("verdict", "majority")), COUNTED)
     if data.has_spans:
-        add(replace(spans, verdict=RuleRef("verdict", "spans")), "spans")
+        add(replace(spans, verdict=RuleRef("verdict", "spans")), "read off the spans")
     for k in range(1, len(ids) + 1):
-        add(replace(spans, verdict=RuleRef("verdict", "at_least", float(k))), f"at_least:{k}")
+        add(replace(spans, verdict=RuleRef("verdict", "at_least", float(k))), COUNTED)
     labelled = train & ~np.isnan(data.gold_verdict)
     fit = _supervised_fit(data.verdicts, data.gold_verdict > 0.5, labelled, ids)
     weights = _log_odds_weights(fit, ids)
     for t in SHARES:
-        add(replace(spans, verdict=RuleRef("verdict", "weighted", t), weights=weights), "weighted")
+        add(replace(spans, verdict=RuleRef("verdict", "weighted", t), weights=weights), WEIGHTED)
     for t in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
         add(replace(spans, verdict=RuleRef("verdict", "dawid_skene", t), verdict_fit=fit),
-            "dawid_skene")  # fmt: skip
+            WEIGHTED)  # fmt: skip
     if not data.span_judge.all():
         for reducer in ("mean", "median"):
             for t in SHARES:
                 rule = replace(
                     spans, score=RuleRef("score", reducer), verdict=RuleRef("verdict", "score", t)
                 )
-                add(rule, f"score:{reducer}")
+                add(rule, SCORED)
     for judge_id in ids:
         alone = {j: (1.0 if j == judge_id else 0.0) for j in ids}
         rule = replace(spans, verdict=RuleRef("verdict", "weighted", 0.5), weights=alone)
@@ -365,24 +375,28 @@ def _inner_counts(
 def _select(counts: IntArray, kinds: Sequence[Kind], groups: npt.NDArray[np.object_]) -> int:
     """The candidate to keep from (c, m, 3) counts over the training items.
 
-    The best by F1 (ties: the earlier, so the default at 0 wins them) unless it does not
-    beat the default by ``MARGIN_SE`` standard errors, or, combining judges, does not beat
-    the best judge alone by as much; then that judge if it beats the default so, else the
-    default.
+    Only a candidate that beats the default (at 0) by ``MARGIN_SE`` standard errors may
+    replace it; of those, the best by F1, except that a rule combining judges gives way to
+    the best judge followed alone when that judge beats the default too and the combining
+    rule does not beat it by as much (the simpler of two rules the items cannot tell apart).
+    A combining rule that beats the default is kept even when no judge alone does: falling
+    back on the default would keep a rule it beat beyond noise. Ties keep the earlier
+    candidate, so the default wins them.
     """
     f1 = [float(v) for v in f1_of(counts.sum(axis=1))]
-    best = _first_best(f1)
-    if kinds[best] == "default":
-        return best
 
     def beats(challenger: int, incumbent: int) -> bool:
         return earns_its_keep(counts[challenger], counts[incumbent], groups)
 
-    alone = [c for c, kind in enumerate(kinds) if kind == "alone"]
-    best_alone = max(alone, key=lambda c: (f1[c], -c)) if alone else None
-    if kinds[best] != "alone" and best_alone is not None and not beats(best, best_alone):
-        best = best_alone
-    return best if beats(best, 0) else 0
+    order = sorted(range(len(f1)), key=lambda c: (-f1[c], c))
+    admissible = [c for c in order if c == 0 or (f1[c] > f1[0] and beats(c, 0))]
+    best = admissible[0]
+    if kinds[best] != "combining":
+        return best
+    alone = next((c for c in admissible if kinds[c] == "alone"), None)
+    if alone is not None and not beats(best, alone):
+        return alone
+    return best
 
 
 def _first_best(values: list[float]) -> int:

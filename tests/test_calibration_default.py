@@ -131,25 +131,33 @@ def _with_verdicts(data: CalibrationData, verdicts: np.ndarray) -> CalibrationDa
     return CalibrationData(**{**data.__dict__, "verdicts": verdicts.astype(np.float64)})
 
 
-def test_a_judge_no_better_than_the_default_beyond_noise_is_not_followed() -> None:
-    """The default (a majority of three judges) and one judge a little better on these items:
-    the judge wins on F1 but not by two standard errors, so the default verdict stays."""
-    data = synthetic(seed=2)
-    rng = np.random.default_rng(2)
-    gold = data.gold_verdict > 0.5
+def _counts(wrong: int, items: int = 80) -> np.ndarray:
+    """(items, 3) per-item counts of a predictor that misses the first ``wrong`` items."""
+    return np.asarray([[0, 0, 1] if i < wrong else [1, 0, 0] for i in range(items)])
 
-    def judge(accuracy: float) -> np.ndarray:
-        return np.where(rng.random(data.n_items) < accuracy, gold, ~gold)
 
-    panel = _with_verdicts(data, np.stack([judge(0.85), judge(0.72), judge(0.72)]))
-    majority = ConsensusRule.from_dict({"verdict": "majority"})
-    alone = score(panel, judge_prediction(panel, 0)).response.f1
-    by_vote = score(panel, predict(panel, majority)).response.f1
-    assert by_vote < alone < by_vote + 0.03
-    choice = choose(panel, majority, np.ones(data.n_items, dtype=bool))
-    assert choice.verdict.kind == "default" and str(choice.rule.verdict) == "majority"
-    # The span rule is another matter: there the good judge is far ahead and is followed.
-    assert choice.spans.label == "follows good"
+@pytest.mark.parametrize(
+    ("wrong", "kinds", "kept"),
+    [
+        # A judge one item better than the default: noise, the default stays.
+        ((16, 15), ("default", "alone"), 0),
+        # A judge far better: followed.
+        ((16, 0), ("default", "alone"), 1),
+        # A combining rule one item better than that judge: the simpler judge.
+        ((16, 1, 0), ("default", "alone", "combining"), 1),
+        # A combining rule far better than the default, no judge alone beyond noise: kept,
+        # not traded for the default it beat.
+        ((16, 15, 0), ("default", "alone", "combining"), 2),
+        # A tie keeps the default, whatever ties it.
+        ((16, 16, 16), ("default", "alone", "combining"), 0),
+    ],
+)
+def test_only_a_rule_that_beats_the_default_beyond_noise_replaces_it(
+    wrong: tuple[int, ...], kinds: tuple[cal.Kind, ...], kept: int
+) -> None:
+    counts = np.stack([_counts(w) for w in wrong])
+    groups = np.asarray([f"g{i // 4}" for i in range(80)], dtype=object)
+    assert cal._select(counts, kinds, groups) == kept
 
 
 def test_a_judge_far_better_than_the_default_is_followed() -> None:
@@ -187,14 +195,14 @@ def test_folds_that_disagree_keep_the_default_and_say_how_many_chose_what(
     data = synthetic(seed=1)
     default = ConsensusRule.from_dict({"verdict": "majority"})
     d = "majority (default)"
-    votes = [(d, "follows good"), (d, "follows good"), (d, "weighted"), (d, "default")]
+    votes = [(d, "follows good"), (d, "follows good"), (d, cal.WEIGHTED), (d, "default")]
     script = iter(_scripted([*votes, (d, "follows fair"), (d, "follows good")], data))
     monkeypatch.setattr(cal, "choose", lambda *args, **kwargs: next(script))
     result = calibrate(data, default, folds=5)
     assert result.rule == default and result.kept_default
     (note,) = result.notes
     assert note.startswith("the folds disagree on the verdict rule (2 folds: follows good; ")
-    assert "1 fold: weighted" in note and "1 fold: default" in note
+    assert f"1 fold: {cal.WEIGHTED}" in note and "1 fold: default" in note
     assert "all items: follows good" in note and note.endswith("keeping the default's, majority")
     # The calibrated figures are the default's; the discarded choices are shown apart.
     assert result.results[0].scored == result.results[1].scored
@@ -207,12 +215,14 @@ def test_folds_that_agree_on_the_spans_only_keep_the_spans(
     data = synthetic(seed=1)
     default = ConsensusRule.from_dict({"verdict": "majority"})
     script = iter(
-        _scripted([("follows good", "follows good")] * 4 + [("follows good", "majority")] * 2, data)
+        _scripted(
+            [("follows good", "follows good")] * 4 + [("follows good", cal.COUNTED)] * 2, data
+        )
     )
     monkeypatch.setattr(cal, "choose", lambda *args, **kwargs: next(script))
     result = calibrate(data, default, folds=5)
     assert str(result.rule.verdict) == "majority" and result.rule.span_weights["good"] == 1
-    assert "verdict rule (4 folds: follows good; 1 fold: majority" in result.notes[0]
+    assert f"verdict rule (4 folds: follows good; 1 fold: {cal.COUNTED}" in result.notes[0]
 
 
 def test_the_default_is_the_first_candidate_of_both_families() -> None:
