@@ -312,9 +312,13 @@ class Choice:
 
     @property
     def label(self) -> str:
-        if self.spans.kind == "default" and self.verdict.kind == "default":
-            return "the default rule"
-        return f"spans {self.spans.label} · verdict {self.verdict.label}"
+        """The parts that differ from the default (``the default rule`` if none)."""
+        parts = [
+            f"{family} {c.label}"
+            for family, c in (("spans", self.spans), ("verdict", self.verdict))
+            if c.kind != "default"
+        ]
+        return " · ".join(parts) or "the default rule"
 
     @property
     def follows(self) -> str | None:
