@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -69,7 +70,7 @@ class MigrationsMixin(StoreBase):
         # A lake takes the same migrations without key constraints (see storage/lake/attach.py).
         adapt = lake_ddl if self.lake is not None else _unchanged
 
-        def _body(con: duckdb.DuckDBPyConnection) -> None:
+        def _current(con: duckdb.DuckDBPyConnection) -> int:
             con.execute(
                 adapt(
                     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
@@ -77,17 +78,36 @@ class MigrationsMixin(StoreBase):
                 )
             )
             row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-            current = int(row[0]) if row and row[0] is not None else 0
-            for version, ddl in MIGRATIONS:
-                if version > current:
-                    con.execute(adapt(ddl))
-                    if version in BACKFILLS:
-                        BACKFILLS[version](con)
-                    con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
-            _refresh_views(con, migrated=current < LATEST_VERSION)
+            return int(row[0]) if row and row[0] is not None else 0
 
+        def _applying(group: list[tuple[int, str]]) -> Callable[[duckdb.DuckDBPyConnection], int]:
+            def body(con: duckdb.DuckDBPyConnection) -> int:
+                current = _current(con)  # read again: another process may have migrated
+                for version, ddl in group:
+                    if version > current:
+                        applied.append(version)
+                        con.execute(adapt(ddl))
+                        if version in BACKFILLS:
+                            BACKFILLS[version](con)
+                        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+                if group is groups[-1]:
+                    _refresh_views(con, migrated=bool(applied) or current < LATEST_VERSION)
+                return current
+
+            return body
+
+        # A backfill writes rows of a table a later migration may alter, and DuckDB cannot
+        # commit an ALTER of a table its own transaction modified: a group of migrations ends
+        # with each backfill, and each group is a transaction of its own.
+        applied: list[int] = []
+        groups: list[list[tuple[int, str]]] = [[]]
+        for version, ddl in MIGRATIONS:
+            groups[-1].append((version, ddl))
+            if version in BACKFILLS:
+                groups.append([])
         try:
-            self.transact(_body, "bring the store to the latest schema")
+            for group in groups:
+                self.transact(_applying(group), "bring the store to the latest schema")
         except duckdb.Error as error:
             raise StoreSchemaError(
                 f"cannot bring {self.path} to juryflow schema version {LATEST_VERSION}: "
