@@ -155,8 +155,8 @@ class BatchRounds:
         self.backoff = poll_backoff()
         self.wait_seconds = wait_seconds
         self.deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
-        self.fallback: set[str] = set()
-        """Judges whose server has no batch API: judged in real time."""
+        self.fallback: dict[str, str] = {}
+        """Judges whose server has no batch API, judged in real time: the line saying so."""
         self.running: dict[str, SubmittedBatch] = {}
         """Batches sent (or found in the journal) whose answers are not read yet."""
         self.open: dict[tuple[str, str], SubmittedBatch] = {}
@@ -248,10 +248,9 @@ class BatchRounds:
             self._release(current, fresh)
             if pending:  # a server that holds this judge's batches has a batch API
                 raise
-            self.fallback.add(spec.id)
-            get_run_logger().warning(
-                f"judge {spec.id!r} is judged in real time, at full price: {error.message}"
-            )
+            line = f"judge {spec.id!r} is judged in real time, at full price: {error.message}"
+            self.fallback[spec.id] = line  # the command line's summary says it too
+            get_run_logger().warning(line)
             return None
         except JudgeStopped as error:
             self._release(current, fresh)

@@ -444,6 +444,7 @@ async def _judge_run(
         ],
         rate_limited=rate_limited,
         rate_limited_resumed=plan.resumed,
+        warnings=list(runner.batches.fallback.values()) if runner.batches is not None else [],
     )
     # Stopped judges and quorum misses: the command line exits 1 on them.
     summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))

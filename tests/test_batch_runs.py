@@ -383,7 +383,13 @@ def test_a_server_without_a_batch_api_is_judged_in_real_time_with_one_warning(
                 warnings.append(record.getMessage())
 
     handler = Keep()
-    logging.getLogger("prefect.flow_runs").addHandler(handler)
+    # Another test of this process may have quieted Prefect's loggers (as the command line
+    # does): this one hears the run's warnings whatever ran before it.
+    flow_runs = logging.getLogger("prefect.flow_runs")
+    level, disabled = flow_runs.level, flow_runs.disabled
+    flow_runs.setLevel(logging.INFO)
+    flow_runs.disabled = False
+    flow_runs.addHandler(handler)
     try:
         with running_stub_server(StubConfig(gold=load_gold(SAMPLE), batch_api=False)) as stub:
             judges = (("local", "openai", STRONG), ("other", "anthropic", MEDIUM))
@@ -392,13 +398,16 @@ def test_a_server_without_a_batch_api_is_judged_in_real_time_with_one_warning(
             assert stats_of(stub.server).get("batches_created") == 0
             assert stub.stats.requests() == 10  # real time, every call once
     finally:
-        logging.getLogger("prefect.flow_runs").removeHandler(handler)
+        flow_runs.removeHandler(handler)
+        flow_runs.setLevel(level)
+        flow_runs.disabled = disabled
     judged = rows(
         tmp_path / "store.duckdb",
         summary["run_id"],
         "SELECT count(*), count(score), count(batch_id) FROM judgments WHERE run_id = ?",
     )
     assert judged == [(10, 10, 0)]
+    assert len(summary["warnings"]) == 2  # the command line's summary says it too
     lines = [w for w in warnings if "in real time, at full price" in w]
     assert len(lines) == 2  # one per judge
     assert any(

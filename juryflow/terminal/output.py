@@ -240,6 +240,8 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
     for name, value in rows:
         table.add_row(name, plain(value, one_line=True))
     console.print(table)
+    for warning in summary.get("warnings") or ():
+        console.print(Text("warning: ", style="yellow") + plain(warning), soft_wrap=True)
     _print_unscored(console, summary.get("unscored_by_judge") or [])
     rejected = summary.get("rejected") or []
     if rejected:
