@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -80,34 +79,31 @@ class MigrationsMixin(StoreBase):
             row = con.execute("SELECT max(version) FROM schema_version").fetchone()
             return int(row[0]) if row and row[0] is not None else 0
 
-        def _applying(group: list[tuple[int, str]]) -> Callable[[duckdb.DuckDBPyConnection], int]:
-            def body(con: duckdb.DuckDBPyConnection) -> int:
-                current = _current(con)  # read again: another process may have migrated
-                for version, ddl in group:
-                    if version > current:
-                        applied.append(version)
-                        con.execute(adapt(ddl))
-                        if version in BACKFILLS:
-                            BACKFILLS[version](con)
-                        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
-                if group is groups[-1]:
-                    _refresh_views(con, migrated=bool(applied) or current < LATEST_VERSION)
-                return current
+        def _body(con: duckdb.DuckDBPyConnection) -> bool:
+            """Apply what is pending in one transaction; True when a backfill cut it short."""
+            current = _current(con)  # read again: another process may have migrated
+            for version, ddl in MIGRATIONS:
+                if version <= current:
+                    continue
+                applied.append(version)
+                con.execute(adapt(ddl))
+                con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+                if version in BACKFILLS:
+                    BACKFILLS[version](con)
+                    if current > 0 and version < LATEST_VERSION:
+                        # DuckDB cannot commit an ALTER of a table this transaction's
+                        # backfill wrote: what follows goes in a transaction of its own
+                        # (a new store has nothing to backfill: one transaction, as ever).
+                        return True
+            _refresh_views(con, migrated=bool(applied))
+            return False
 
-            return body
-
-        # A backfill writes rows of a table a later migration may alter, and DuckDB cannot
-        # commit an ALTER of a table its own transaction modified: a group of migrations ends
-        # with each backfill, and each group is a transaction of its own.
+        # One transaction for a store already up to date, as every open of a lake is a
+        # commit that may conflict with another writer's.
         applied: list[int] = []
-        groups: list[list[tuple[int, str]]] = [[]]
-        for version, ddl in MIGRATIONS:
-            groups[-1].append((version, ddl))
-            if version in BACKFILLS:
-                groups.append([])
         try:
-            for group in groups:
-                self.transact(_applying(group), "bring the store to the latest schema")
+            while self.transact(_body, "bring the store to the latest schema"):
+                pass
         except duckdb.Error as error:
             raise StoreSchemaError(
                 f"cannot bring {self.path} to juryflow schema version {LATEST_VERSION}: "
