@@ -56,6 +56,18 @@ def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     return {"memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)}
 
 
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Turn off DuckDB's progress bar on a new connection, and return it.
+
+    DuckDB draws the bar on stdout once a query runs past two seconds, i.e. only on a
+    loaded machine, into output that `juryflow sql --format json` or a test parses. It is a
+    per-connection setting (DuckDB refuses it in ``duckdb_config()``), so every place that
+    opens a connection calls this before the first query.
+    """
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def chunk_write_memory_limit() -> str | None:
     """The buffer pool of a run's chunk write, or None to keep the connection's own.
 
@@ -258,6 +270,7 @@ def _open(
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
+            without_progress_bar(con)
             break
         except duckdb.IOException as error:
             if "not a valid DuckDB database file" in str(error):  # an empty file, say

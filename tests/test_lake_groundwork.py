@@ -314,6 +314,7 @@ _WORKER = textwrap.dedent(
     from juryflow.storage.lake.attach import attach_lake, load_lake_extensions, parse_lake_target
     dsn, data, mode, worker, n, retries = sys.argv[1:7]
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # a loaded machine drew it into the JSON
     load_lake_extensions(con)
     if retries != "default":
         con.execute(f"SET ducklake_max_retry_count = {int(retries)}")

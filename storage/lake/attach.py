@@ -23,7 +23,7 @@ from typing import Literal
 
 import duckdb
 
-from juryflow.storage.connection import StoreError, StoreMissingError
+from juryflow.storage.connection import StoreError, StoreMissingError, without_progress_bar
 
 LAKE_PREFIX = "ducklake:"
 POSTGRES_PREFIX = "postgres:"
@@ -290,7 +290,7 @@ def open_lake(
     ``juryflow sql --at-run``. The caller closes the connection.
     """
     try:
-        con = duckdb.connect(config=dict(config or {}))
+        con = without_progress_bar(duckdb.connect(config=dict(config or {})))
     except duckdb.Error as error:
         raise StoreError(f"cannot start DuckDB for the lake: {error}") from None
     from juryflow.storage.lake.object_store import enable_object_store, is_remote
