@@ -15,10 +15,21 @@ class Detector(Protocol):
 
 def _registry() -> dict[str, Detector]:
     from juryflow.judges.detectors.content import ContentWordsDetector
+    from juryflow.judges.detectors.facts import FactsDetector
+    from juryflow.judges.detectors.grounding import GroundingDetector
     from juryflow.judges.detectors.names import NamesDetector
     from juryflow.judges.detectors.numbers import NumbersDetector
 
-    detectors: list[Detector] = [NumbersDetector(), NamesDetector(), ContentWordsDetector()]
+    detectors: list[Detector] = [
+        # Data-to-text (a structured record as reference).
+        NumbersDetector(),
+        NamesDetector(),
+        ContentWordsDetector(),
+        # Free text (passages for question answering, an article to summarise).
+        GroundingDetector(),
+        GroundingDetector("grounding-clauses", clauses=True),
+        FactsDetector(),
+    ]
     return {d.name: d for d in detectors}
 
 

@@ -1,0 +1,48 @@
+"""Facts detector: numbers, dates and names of the response that a free-text source never
+states, read in context.
+
+The values and names are found as the data-to-text ``numbers`` and ``names`` detectors find
+them (a date is compared as a date, "twenty" as 20, a name word by word, a respelling is no
+invention). What free text adds is the numbers and capitals that are not claims about the
+source: a list's item numbers ("4. Save the changes"), the response's own length ("a summary
+in 64 words"), citations of the passages ("(Passage 2 & 3)"), a preamble ("Sure! Here's
+...:"), and a unit's letter ("145°F"). Those are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from juryflow.judges.detectors.names import NamesDetector
+from juryflow.judges.detectors.numbers import NumbersDetector
+from juryflow.judges.detectors.support import is_meta
+from juryflow.judges.detectors.text import merge_spans, parse_record, sentences
+
+_NOT_CLAIMS = re.compile(
+    r"(?m)^[ \t*+-]*\d{1,2}[.)](?=\s)"
+    r"|\b\d+\s+(?:words|sentences|paragraphs|bullet\s+points)\b"
+    r"|\(?\bpassages?\s+\d+(?:\s*(?:,|&|and|-)\s*\d+)*\)?"
+    r"|°\s?[CF]\b",
+    re.IGNORECASE,
+)
+"""List item numbers, the response's own length, citations of passages, units of degrees."""
+
+
+class FactsDetector:
+    """Flags numbers, dates and names that the free-text source does not state."""
+
+    name = "facts"
+
+    def __init__(self) -> None:
+        self._numbers = NumbersDetector()
+        self._names = NamesDetector()
+
+    def detect(self, reference: str, response: str) -> list[tuple[int, int]]:
+        if parse_record(reference) is not None:
+            return []
+        ignored = [m.span() for m in _NOT_CLAIMS.finditer(response)]
+        ignored += [(s, e) for s, e in sentences(response) if is_meta(response[s:e])]
+        found = self._numbers.detect(reference, response) + self._names.detect(reference, response)
+        return merge_spans(
+            (s, e) for s, e in found if not any(s < i_e and i_s < e for i_s, i_e in ignored)
+        )

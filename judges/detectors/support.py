@@ -1,0 +1,124 @@
+"""What a free-text source (passages, an article) supports, word by word and sentence by
+sentence: shared by the detectors for question answering and summaries.
+
+A word is supported when the source has a word of the same crude stem or of the same first
+five letters ("survivors"/"survived", "injured"/"injuries"): summaries and answers inflect
+and derive the source's words far more than data-to-text responses do, and a prefix is the
+cheapest morphology that needs no word list. Framing words ("passage", "article",
+"mentioned", "reported") carry no claim and never count either way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from juryflow.judges.detectors.text import (
+    STOPWORDS,
+    normalize_word,
+    sentences,
+    stem,
+    words,
+    wordset,
+)
+
+PREFIX = 5
+"""Letters of the prefix that also stands for a word of six letters or more."""
+
+_FRAMING = frozenset(
+    stem(w)
+    for w in wordset(
+        """
+        passage passages provided based information mention mentioned mentions according
+        answer question note noted state states stated given text article summary news
+        report reported reports said says told also however example specific specifically
+        following follows step steps additionally overall important
+        """
+    )
+)
+
+_META = re.compile(
+    r"^\W*(?:sure\b|here(?:'s|’s|\s+is|\s+are)\b|okay\b|ok\b|certainly\b|i\s+hope\b"
+    r"|(?:in\s+)?summary\b|based\s+on\s+(?:the|these|this)\s+(?:given\s+|provided\s+)?"
+    r"(?:passages?|article|information|text|news)\b[^.!?]*[:,]\s*$)",
+    re.IGNORECASE,
+)
+"""A sentence about the response itself ("Sure! Here's a summary in 64 words:"), not a claim."""
+
+_CLAUSE_BREAK = re.compile(
+    r"[,;:()]\s+|\s+(?:and|but|while|whereas|although|which|who|where|after|before|because"
+    r"|as|with|including)\s+"
+)
+"""Clause boundaries: punctuation before a space, or a word that starts a new clause."""
+
+
+def word_key(word: str) -> str:
+    """The form compared with the source's: the first letters of a long word, else its stem."""
+    w = normalize_word(word)
+    if w.endswith("'s"):
+        w = w[:-2]
+    return w[:PREFIX] if len(w) > PREFIX else stem(w)
+
+
+def content_words(text: str, start: int, end: int) -> list[tuple[str, int, int]]:
+    """(word, start, end) of the words of ``text[start:end]`` that can carry a claim."""
+    return [
+        (w, start + s, start + e)
+        for w, s, e in words(text[start:end])
+        if len(w) > 2 and normalize_word(w) not in STOPWORDS and stem(w) not in _FRAMING
+    ]
+
+
+def is_meta(sentence: str) -> bool:
+    """The sentence speaks of the response itself (a preamble), so it claims nothing."""
+    return bool(_META.search(sentence))
+
+
+def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The clauses of the sentence ``text[start:end]``, as offsets into ``text``."""
+    out, at = [], start
+    for m in _CLAUSE_BREAK.finditer(text, start, end):
+        out.append((at, m.start()))
+        at = m.end()
+    out.append((at, end))
+    return [(s, e) for s, e in out if e > s]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """The words and sentences of a free-text source, in comparable form."""
+
+    keys: frozenset[str]
+    """Stems and prefixes of every word of the source."""
+    sentences: tuple[tuple[int, int, frozenset[str]], ...]
+    """(start, end, keys of its content words) of each sentence of the source."""
+    text: str
+
+    @classmethod
+    def of(cls, text: str) -> Source:
+        keys: set[str] = set()
+        for w, _, _ in words(text):
+            keys.add(word_key(w))
+            keys.add(stem(w))
+        spans = sentences(text)
+        return cls(
+            frozenset(keys),
+            tuple(
+                (s, e, frozenset(word_key(w) for w, _, _ in content_words(text, s, e)))
+                for s, e in spans
+            ),
+            text,
+        )
+
+    def supports(self, word: str) -> bool:
+        return word_key(word) in self.keys or stem(word) in self.keys
+
+    def aligned(self, keys: frozenset[str]) -> tuple[int, int, float] | None:
+        """(start, end, share of ``keys`` it has) of the source sentence sharing most of
+        ``keys``, or None when none shares any."""
+        if not keys:
+            return None
+        best = max(self.sentences, key=lambda s: len(keys & s[2]), default=None)
+        if best is None or not keys & best[2]:
+            return None
+        return best[0], best[1], len(keys & best[2]) / len(keys)
