@@ -42,6 +42,42 @@ _HOW_TO_LABEL = {
     "both": "annotate some with `juryflow view`, or run a labelled dataset",
 }
 
+MIN_LABELLED_PER_FOLD = 5
+"""Labelled items calibration needs per cross-validation fold: with fewer, a fold's test
+set scores nothing and a rule fitted on a handful of items would still be stored."""
+
+_HOW_TO_LABEL_MORE = {
+    "dataset": "label more rows of its dataset (`labels` / `hallucinated`), or annotate "
+    "items with `juryflow view` and pass --gold both",
+    "annotations": "annotate more with `juryflow view` (its queue walks the most disputed "
+    "first)",
+    "both": "annotate more with `juryflow view`",
+}
+
+
+class TooFewLabels(NoLabels):
+    """Fewer labelled items than the folds need; the message names the minimum."""
+
+
+def require_labels(rows: CalibrationRows, folds: int, gold: GoldSource) -> None:
+    """Refuse a run with fewer than ``MIN_LABELLED_PER_FOLD`` labelled items per fold."""
+    labelled = sum(
+        verdict is not None or spans is not None
+        for verdict, spans in zip(rows.gold_hallucinated, rows.gold_spans, strict=True)
+    )
+    needed = MIN_LABELLED_PER_FOLD * folds
+    if labelled == 0:
+        raise NoLabels(
+            f"run {rows.info.run_id} has no item labelled by --gold {gold}: {_HOW_TO_LABEL[gold]}"
+        )
+    if labelled < needed:
+        raise TooFewLabels(
+            f"run {rows.info.run_id} has {labelled} item{'s' * (labelled != 1)} labelled by "
+            f"--gold {gold}; calibrating needs at least {MIN_LABELLED_PER_FOLD} per fold, "
+            f"{needed} for --folds {folds}: {_HOW_TO_LABEL_MORE[gold]}, or pass fewer --folds "
+            f"(--folds 2 needs {2 * MIN_LABELLED_PER_FOLD})"
+        )
+
 
 def calibration_data(rows: CalibrationRows, quorum: int) -> CalibrationData:
     """Flatten a run's rows onto one character axis (every item's judged text end to end)."""
@@ -114,10 +150,7 @@ def run_calibration(
     """Calibrate on RUN against the labels of gold source ``gold`` and store the result as
     NAME (replacing an older one)."""
     rows = calibration_rows(store, run_id, group_column, gold)
-    if all(g is None for g in rows.gold_hallucinated) and all(s is None for s in rows.gold_spans):
-        raise NoLabels(
-            f"run {rows.info.run_id} has no item labelled by --gold {gold}: {_HOW_TO_LABEL[gold]}"
-        )
+    require_labels(rows, folds, gold)
     run = store.get_run(rows.info.run_id)
     assert run is not None  # calibration_rows resolved it
     panel = parse_panel(run.panel, f"run {run.run_id}")

@@ -89,7 +89,8 @@ def annotated_run(
     store = Store(db)
     run_id = store.latest_run_id()
     assert run_id is not None
-    _annotate_queue(store, run_id, 8)
+    # enough for the README's `juryflow calibrate --gold annotations` (5 folds x 5 items)
+    _annotate_queue(store, run_id, 25)
     yield db, run_id
 
 
@@ -101,7 +102,7 @@ def test_export_then_run_reads_back_exactly_the_annotations(
     labels = tmp_path / "labels.jsonl"
     code, out = invoke("export-annotations", run_id, "--db", str(db), "-o", str(labels))
     assert code == 0, out
-    assert "8 annotated items" in out and str(labels) in out.replace("\n", "")
+    assert "25 annotated items" in out and str(labels) in out.replace("\n", "")
     rows = [json.loads(line) for line in labels.read_text(encoding="utf-8").splitlines()]
     annotated = {a.item_id: a for a in latest_annotations(store, run_id)}
     assert [r["id"] for r in rows] == list(annotated)  # the run's item order

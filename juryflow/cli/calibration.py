@@ -47,7 +47,16 @@ def calibrate_command(
     name: Annotated[
         str, typer.Option(help="Name to store the calibration under (replaces an older one).")
     ] = "default",
-    folds: Annotated[int, typer.Option(min=2, max=50, help="Cross-validation folds.")] = 5,
+    folds: Annotated[
+        int,
+        typer.Option(
+            min=2,
+            max=50,
+            # the figure is analysis.calibrate.MIN_LABELLED_PER_FOLD, not imported: start-up
+            help="Cross-validation folds; each needs at least 5 labelled items (25 for 5 "
+            "folds), or the calibration is refused.",
+        ),
+    ] = 5,
     seed: Annotated[
         int, typer.Option(min=0, max=2**31 - 1, help="Seed of the fold assignment.")
     ] = 0,
@@ -63,7 +72,10 @@ def calibrate_command(
     gold: GoldOption = "dataset",
 ) -> None:
     """Choose the consensus rule from human labels by nested grouped cross-validation: the
-    panel's default rule stays unless another beats it beyond noise in every fold."""
+    panel's default rule stays unless another beats it beyond noise in every fold.
+
+    Needs at least 5 labelled items per fold (25 with the default 5 folds): label more
+    dataset rows, or annotate items with `juryflow view` and pass --gold annotations."""
     from juryflow.analysis.calibrate import run_calibration
     from juryflow.storage.store import Store
 
