@@ -25,10 +25,10 @@ over the same steps); ``StubConfig.batch_polls_to_finish`` steps end it. OpenAI 
 validating (at creation), in_progress, finalizing (all processed), then completed;
 Anthropic in_progress, then ended. ``batch_never_finishes`` keeps a batch in progress,
 ``batch_polls_to_expire`` expires what is unprocessed at that step, a cancel ends the
-batch at the next poll with the unprocessed requests canceled. ``batch_api=False`` answers
-404 on every batch route, as vLLM or Ollama do. Counters (``/_stats`` under ``batches``):
-files uploaded, batches created, batch requests answered (total and per model), polls,
-result downloads and cancels.
+batch at the next poll with the unprocessed requests canceled. ``batch_api=False`` (or a
+local ``dialect``) answers 404 on every batch route, as vLLM or Ollama do. Counters
+(``/_stats`` under ``batches``): files uploaded, batches created, batch requests answered
+(total and per model), polls, result downloads and cancels.
 
 This module holds the routes; the state is in :mod:`~juryflow.standin.batch_state`, how a
 batch moves on in :mod:`~juryflow.standin.batch_progress`, the wire formats in
@@ -86,7 +86,7 @@ async def handle(server: StubServer, request: _Request, writer: asyncio.StreamWr
     """Answer one request on a batch route (see :func:`is_batch_route`)."""
     path = request.path.split("?", 1)[0].rstrip("/")
     api: Api = "anthropic" if path.startswith("/v1/messages/batches") else "openai"
-    if not server.config.batch_api:
+    if not server.config.serves_batches:
         # What a FastAPI-based server (vLLM) says of a route it does not have.
         return await _send(writer, 404, {"detail": "Not Found"})
     routes = _Routes(server, store_of(server), request, writer, api)

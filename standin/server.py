@@ -51,6 +51,7 @@ so a real panel file works against the stand-in unchanged.
 Options, applied in order:
 
 - ``fenced``: answer as text wrapped in a json code fence, ignoring structured output;
+- ``prefixed``: answer as text, a sentence then the JSON, ignoring structured output;
 - ``text``: answer as plain-text JSON, ignoring tools / ``response_format``;
 - ``tool``: (OpenAI) answer through a ``tool_calls`` entry even when not asked to;
 - ``ms<N>``: this model's answers take N ms (instead of ``latency_ms``);
@@ -88,8 +89,14 @@ first call and read by later ones for 5 minutes after their last use; ``usage`` 
 ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` (Anthropic, whose
 ``input_tokens`` then leave them out) and ``prompt_tokens_details.cached_tokens`` (OpenAI).
 
+Local servers (``dialect``, ``--dialect ollama|vllm|llamacpp``): the chat completions route
+answers as Ollama, vLLM or the llama.cpp server does: ``tools`` refused with that server's
+error, JSON as text in the forms small models write it, no cached-token count, no batch API
+(see :mod:`juryflow.standin.dialects`).
+
 Run it: ``python -m juryflow.standin.server --port 8765 --latency-ms 200 --fault-429 0.1``
-(add ``--gold data.jsonl`` for the ``sim-*`` judges).
+(add ``--gold data.jsonl`` for the ``sim-*`` judges, ``--dialect ollama --port 11434`` to
+stand in for a local Ollama).
 """
 
 from __future__ import annotations
@@ -111,6 +118,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from juryflow.judges.providers.base import TOOL_NAME
+from juryflow.standin.dialects import DIALECTS, LocalDialect, local_dialect, text_form, written
 from juryflow.standin.quotas import QuotaKeeper
 from juryflow.standin.simulator import Gold, load_gold, sim_answer
 
@@ -185,14 +193,23 @@ class StubConfig:
     """Requests per batch; None: the provider's documented limit (50,000 / 100,000)."""
     batch_max_bytes: int | None = None
     """Bytes per input file / batch body; None: the provider's limit (200 MB / 256 MB)."""
+    dialect: str = "openai"
+    """``openai``, or the local server whose chat completions the stand-in speaks:
+    ``ollama``, ``vllm``, ``llamacpp`` (see :mod:`juryflow.standin.dialects`)."""
 
     def __post_init__(self) -> None:
+        local_dialect(self.dialect)  # raises ValueError naming the dialects
         rates = (self.fault_429, self.fault_500, self.fault_hang, self.fault_drop, self.malformed)
         if any(r < 0 for r in rates) or sum(rates) > 1:
             raise ValueError("fault rates must be >= 0 and sum to at most 1")
         limits = (self.rpm_limit, self.tpm_limit)
         if any(limit is not None and limit <= 0 for limit in limits) or self.rate_window <= 0:
             raise ValueError("rate limits and the rate window must be positive")
+
+    @property
+    def serves_batches(self) -> bool:
+        """Whether the batch routes exist: local servers have none, whatever ``batch_api``."""
+        return self.batch_api and self.dialect == "openai"
 
 
 PROMPT_LOG_SIZE = 256
@@ -274,6 +291,7 @@ class Rule:
     answer: str
     faults: tuple[tuple[str, int | None], ...] = ()
     fenced: bool = False
+    prefixed: bool = False
     text: bool = False
     tool: bool = False
     latency_ms: float | None = None
@@ -299,7 +317,7 @@ def parse_model(model: str, default_answer: str = "random") -> Rule:
         name, _, count = option.partition("x")
         if name in FAULTS and (not count or count.isdigit()):
             faults.append((name, int(count) if count else None))
-        elif option in ("fenced", "text", "tool"):
+        elif option in ("fenced", "prefixed", "text", "tool"):
             flags[option] = True
         elif option.startswith("ms") and option[2:].replace(".", "", 1).isdigit():
             flags["latency_ms"] = float(option[2:])
@@ -678,9 +696,16 @@ def anthropic_message(
 
 
 def openai_completion(
-    body: dict[str, Any], answer: Answer, rule: Rule, prompt: str, number: int
+    body: dict[str, Any],
+    answer: Answer,
+    rule: Rule,
+    prompt: str,
+    number: int,
+    *,
+    dialect: LocalDialect | None = None,
+    seed: bytes = b"",
 ) -> dict[str, Any]:
-    plain = answer.data is None or rule.text or rule.fenced
+    plain = answer.data is None or rule.text or rule.fenced or rule.prefixed
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     finish = "stop"
     if not plain and (body.get("tools") or rule.tool):
@@ -695,23 +720,37 @@ def openai_completion(
     elif not plain and body.get("response_format"):
         message["content"] = json.dumps(answer.data)
     else:
-        message["content"] = _fence(answer.text) if rule.fenced else answer.text
+        message["content"] = _written(answer, rule, dialect, seed)
     input_tokens, output_tokens = _usage(prompt, answer.text)
-    cached = _openai_cached_tokens(body, str(body.get("model", "")), prompt)
+    usage: dict[str, Any] = {
+        "prompt_tokens": input_tokens,
+        "completion_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
+    if dialect is None:
+        cached = _openai_cached_tokens(body, str(body.get("model", "")), prompt)
+        # prompt_tokens counts the cached ones too, as the API does
+        usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
     return {
         "id": f"chatcmpl-stub-{number}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", ""),
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": {
-            "prompt_tokens": input_tokens,
-            "completion_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-            # prompt_tokens counts the cached ones too, as the API does
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-        },
+        "usage": usage,
     }
+
+
+def _written(answer: Answer, rule: Rule, dialect: LocalDialect | None, seed: bytes) -> str:
+    """The answer as text: in the form its model name asks for, else (a local dialect's
+    JSON answer) in one a small local model writes, else as it is."""
+    if rule.fenced:
+        return _fence(answer.text)
+    if rule.prefixed:
+        return written(answer.text, "prefixed")
+    if dialect is None or answer.data is None or rule.text:
+        return answer.text
+    return written(answer.text, text_form(seed))
 
 
 def _fence(text: str) -> str:
@@ -770,6 +809,7 @@ class StubServer:
         self._ids = itertools.count(1)
         cfg = self.config
         self.quotas = QuotaKeeper(cfg.rpm_limit, cfg.tpm_limit, cfg.rate_window)
+        self.dialect = local_dialect(cfg.dialect)
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._server: asyncio.Server | None = None
 
@@ -905,6 +945,10 @@ class StubServer:
             rule = parse_model(model, config.default_answer)
         except ValueError as error:
             return _Reply("400", 400, error_body(api, 400, str(error)))
+        if api == "openai" and self.dialect is not None and self.dialect.refuses(body):
+            # Checked before any model work, as the servers validate a request first.
+            status, payload = self.dialect.refusal(model)
+            return _Reply(str(status), status, payload)
         step = self._next_step(model)
         fault: str | None
         if step is not None:
@@ -965,8 +1009,12 @@ class StubServer:
             )
         except ValueError as error:
             return _Reply("400", 400, error_body(api, 400, str(error)))
-        build = anthropic_message if api == "anthropic" else openai_completion
-        return _Reply("ok", 200, build(body, answer, rule, prompt, number))
+        if api == "anthropic":
+            return _Reply("ok", 200, anthropic_message(body, answer, rule, prompt, number))
+        completion = openai_completion(
+            body, answer, rule, prompt, number, dialect=self.dialect, seed=seed
+        )
+        return _Reply("ok", 200, completion)
 
     def _random_fault(self) -> str | None:
         config = self.config
@@ -1111,9 +1159,11 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: StubConfig | None =
 
     async def main() -> None:
         bound = await server.start(host, port)
+        dialect = server.config.dialect
+        speaks = "" if dialect == "openai" else f", chat completions as {dialect} answers them"
         print(
             f"juryflow stub server on http://{host}:{bound} "
-            f"(Anthropic base URL http://{host}:{bound}, OpenAI http://{host}:{bound}/v1); "
+            f"(Anthropic base URL http://{host}:{bound}, OpenAI http://{host}:{bound}/v1{speaks}); "
             "Ctrl-C stops it",
             flush=True,
         )
@@ -1147,6 +1197,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate-window", type=float, default=60.0, help="rate window, seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="openai",
+        help="speak a local server's chat completions (no tools, JSON as text, no batch API)",
+    )
+    parser.add_argument(
         "--gold", default=None, help="dataset whose labels drive the sim-* judges (JSONL, ...)"
     )
     # The batch APIs (see juryflow.standin.batches): how a batch moves on, and its limits.
@@ -1176,7 +1232,12 @@ def main(argv: list[str] | None = None) -> None:
     config.batch_polls_to_expire = args.batch_polls_to_expire
     config.batch_max_requests = args.batch_max_requests
     config.batch_max_bytes = args.batch_max_bytes
-    serve(args.host, args.port, config)
+    try:
+        serve(args.host, args.port, config)
+    except OSError as error:  # the port is taken (a real server on it?), or not ours to bind
+        parser.exit(
+            1, f"cannot serve on {args.host}:{args.port}: {error}; pass --port a free port\n"
+        )
 
 
 def _config_from(args: argparse.Namespace, gold: Gold | None) -> StubConfig:
@@ -1195,6 +1256,7 @@ def _config_from(args: argparse.Namespace, gold: Gold | None) -> StubConfig:
         rpm_limit=args.rpm_limit,
         tpm_limit=args.tpm_limit,
         rate_window=args.rate_window,
+        dialect=args.dialect,
     )
 
 
