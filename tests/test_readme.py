@@ -123,6 +123,16 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "needs Anthropic and OpenAI keys and an Ollama server; the same code paths run "
         "against the stand-in server in tests/test_flow_llm.py",
     ),
+    # README "A local model as a judge" (issue 25): the panel file run as shipped, the
+    # stand-in in Ollama's place (on a free port there: a real Ollama may hold 11434)
+    "juryflow run examples/ragtruth_data2txt_sample.jsonl --panel examples/panel.local.yaml": (
+        "tests/test_local_model.py",
+        'REPO / "examples" / "panel.local.yaml"',
+    ),
+    "python -m juryflow.standin.server --dialect ollama --port 11434 &": (
+        "tests/test_local_model.py",
+        '"juryflow.standin.server", "--dialect", "ollama"',
+    ),
     "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
     "juryflow stub-server --port 8765 --gold ../shared/data/ragtruth/data2txt_dev.jsonl &": (
         "tests/test_stub_sim.py",
