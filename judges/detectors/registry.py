@@ -19,6 +19,7 @@ def _registry() -> dict[str, Detector]:
     from juryflow.judges.detectors.grounding import GroundingDetector
     from juryflow.judges.detectors.names import NamesDetector
     from juryflow.judges.detectors.numbers import NumbersDetector
+    from juryflow.judges.detectors.polarity import PolarityDetector
 
     detectors: list[Detector] = [
         # Data-to-text (a structured record as reference).
@@ -29,6 +30,7 @@ def _registry() -> dict[str, Detector]:
         GroundingDetector(),
         GroundingDetector("grounding-clauses", clauses=True),
         FactsDetector(),
+        PolarityDetector(),
     ]
     return {d.name: d for d in detectors}
 
