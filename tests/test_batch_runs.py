@@ -33,11 +33,9 @@ from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
 from juryflow.terminal.progress_view import Tally
 from tests.conftest import REPO, SAMPLE
+from tests.sim_panels import MEDIUM, STRONG, THREE_JUDGES, sim_panel
 
 KEY_ENV = "JURYFLOW_BATCH_KEY"
-STRONG = "stub-sim-spans-r0.8-f0.1-j0.2-n0.1"
-MEDIUM = "stub-sim-spans-r0.6-f0.3-j0.3-n0.2"
-WEAK = "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05"
 DECISION = (
     "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
     "c.verdict_rule, list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
@@ -57,17 +55,7 @@ def panel_file(
     path: Path, stub: StubHandle, judges: tuple[tuple[str, str, str], ...], extra: str = ""
 ) -> Path:
     """A panel of ``(id, provider, model)`` judges on the stand-in, every model priced."""
-    lines = ["name: batched", "prices:"]
-    lines += [f"  '{model}': {{input: 1.0, output: 4.0}}" for _, _, model in judges]
-    lines.append("judges:")
-    for judge_id, provider, model in judges:
-        url = stub.anthropic_base_url if provider == "anthropic" else stub.openai_base_url
-        lines.append(
-            f"  - {{id: {judge_id}, provider: {provider}, model: '{model}', "
-            f"prompt: data2txt_spans, base_url: '{url}', api_key_env: {KEY_ENV}}}"
-        )
-    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
-    return path
+    return sim_panel(path, stub, judges, key_env=KEY_ENV, name="batched", priced=True, extra=extra)
 
 
 def run(db: Path, panel: Path | None = None, **options: Any) -> dict[str, Any]:
@@ -306,12 +294,7 @@ def test_requests_a_batch_left_unanswered_are_unscored_with_the_reason_and_resum
 def test_early_stopping_in_batch_mode_is_rounds_of_batches_with_the_full_consensus(
     tmp_path: Path, gold_stub: StubHandle
 ) -> None:
-    judges = (
-        ("strong", "anthropic", STRONG),
-        ("medium", "openai", MEDIUM),
-        ("weak", "openai", WEAK),
-    )
-    panel = panel_file(tmp_path / "panel.yaml", gold_stub, judges, "judge_order: panel\n")
+    panel = panel_file(tmp_path / "panel.yaml", gold_stub, THREE_JUDGES, "judge_order: panel\n")
     full = run(tmp_path / "full.duckdb", panel)
     batches = stats_of(gold_stub.server)
     batches.reset()

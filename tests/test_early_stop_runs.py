@@ -15,6 +15,7 @@ from juryflow.maths.early_stop import in_audit
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
+from tests import sim_panels
 from tests.conftest import SAMPLE
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness")]
@@ -31,20 +32,7 @@ DECISION = (
 
 
 def sim_panel(path: Path, stub: StubHandle, extra: str = "") -> Path:
-    judges = (
-        ("strong", "anthropic", "stub-sim-spans-r0.8-f0.1-j0.2-n0.1"),
-        ("medium", "openai", "stub-sim-spans-r0.6-f0.3-j0.3-n0.2"),
-        ("weak", "openai", "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05"),
-    )
-    lines = ["name: sim-3span", "judges:"]
-    for judge_id, provider, model in judges:
-        url = stub.anthropic_base_url if provider == "anthropic" else stub.openai_base_url
-        lines.append(
-            f"  - {{id: {judge_id}, provider: {provider}, model: {model}, "
-            f"prompt: data2txt_spans, base_url: '{url}', api_key_env: {KEY_ENV}}}"
-        )
-    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
-    return path
+    return sim_panels.sim_panel(path, stub, key_env=KEY_ENV, extra=extra)
 
 
 def _run(db: Path, panel: Path, **options: Any) -> dict[str, Any]:

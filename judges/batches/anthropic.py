@@ -14,15 +14,15 @@ import anthropic
 
 from juryflow.judges.batches.base import (
     BatchNotEnded,
-    BatchUnsupported,
     OnCreated,
-    check_unique,
+    SdkBatchClient,
+    answer_each,
     submit_split,
 )
 from juryflow.judges.batches.records import (
     ANTHROPIC_LIMITS,
+    BatchEntry,
     BatchFailure,
-    BatchLimits,
     BatchRequest,
     BatchResult,
     BatchState,
@@ -50,23 +50,16 @@ _STATUS = {
 }
 
 
-class AnthropicBatchClient:
-    """A :class:`~juryflow.judges.batches.base.BatchClient` on an :class:`AnthropicClient`'s
-    endpoint, key and SDK client; request bodies are the ones it sends in real time."""
+class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
+    """Message Batches through an :class:`AnthropicClient` (see :class:`SdkBatchClient`)."""
 
     provider = "anthropic"
+    api_name = "the Anthropic API"
+    default_limits = ANTHROPIC_LIMITS
 
-    def __init__(self, client: AnthropicClient, limits: BatchLimits = ANTHROPIC_LIMITS) -> None:
-        self.client = client
-        self.limits = limits
-
-    def __repr__(self) -> str:
-        return f"AnthropicBatchClient({self.client!r})"
-
-    async def submit(
-        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+    async def _submit(
+        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
     ) -> list[SubmittedBatch]:
-        check_unique(requests)
         bodies = [
             {"custom_id": request.custom_id, "params": self.client._parameters(request.request)}
             for request in requests
@@ -90,11 +83,7 @@ class AnthropicBatchClient:
                 requests=bodies  # type: ignore[arg-type]  # the Messages API body, as a dict
             )
         except anthropic.APIError as error:
-            if isinstance(error, anthropic.APIStatusError) and error.status_code in (404, 405):
-                where = self.client._base_url or "the Anthropic API"
-                detail = f"HTTP {error.status_code} on POST /v1/messages/batches"
-                raise BatchUnsupported(list(dict.fromkeys(judge_ids)), where, detail) from None
-            raise self.client._translate(error) from None
+            raise self._creation_error(error, "POST /v1/messages/batches", judge_ids) from None
         return batch.id
 
     async def poll(self, batch_id: str) -> BatchStatus:
@@ -109,29 +98,22 @@ class AnthropicBatchClient:
         except anthropic.APIError as error:
             raise self.client._translate(error) from None
 
-    async def results(self, batch: SubmittedBatch) -> AsyncIterator[BatchResult]:
-        entries = {entry.custom_id: entry for entry in batch.entries}
-        seen: set[str] = set()
-        async for line in self._lines(batch.batch_id):
-            entry = entries.get(str(getattr(line, "custom_id", "")))
-            # A line of another submission (a journal that lost entries) or repeated:
-            # nothing of ours to answer with it.
-            if entry is None or entry.custom_id in seen:
-                continue
-            seen.add(entry.custom_id)
-            result = getattr(line, "result", None)
-            kind = getattr(result, "type", None)
-            if kind == "succeeded":
-                message = result.message  # type: ignore[union-attr]
-                yield BatchResult(entry, response=message_response(message.to_dict()))
-            elif kind in ("expired", "canceled"):
-                yield BatchResult(entry, failure=BatchFailure(kind, kind))
-            else:
-                yield BatchResult(entry, failure=self._errored(result))
-        for entry in batch.entries:
-            if entry.custom_id not in seen:
-                reason = f"no result in batch {batch.batch_id}"
-                yield BatchResult(entry, failure=BatchFailure("missing", reason))
+    def results(self, batch: SubmittedBatch) -> AsyncIterator[BatchResult]:
+        def missing() -> BatchFailure:
+            return BatchFailure("missing", f"no result in batch {batch.batch_id}")
+
+        lines = self._lines(batch.batch_id)
+        return answer_each(batch, lines, _custom_id, self._answer, missing)
+
+    def _answer(self, entry: BatchEntry, line: Any) -> BatchResult:
+        result = getattr(line, "result", None)
+        kind = getattr(result, "type", None)
+        if kind == "succeeded":
+            message = result.message  # type: ignore[union-attr]
+            return BatchResult(entry, response=message_response(message.to_dict()))
+        if kind in ("expired", "canceled"):
+            return BatchResult(entry, failure=BatchFailure(kind, kind))
+        return BatchResult(entry, failure=self._errored(result))
 
     async def _lines(self, batch_id: str) -> AsyncIterator[Any]:
         sdk = self.client._sdk()
@@ -158,6 +140,10 @@ class AnthropicBatchClient:
         # Error bodies may quote keys (some servers echo them), and the reason is stored.
         reason = redact_text(message, self.client._secrets)
         return BatchFailure("errored", reason, _STATUS.get(kind))
+
+
+def _custom_id(line: Any) -> str:
+    return str(getattr(line, "custom_id", ""))
 
 
 def _status(batch: Any) -> BatchStatus:

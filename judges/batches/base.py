@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from juryflow.judges.batches.records import (
+    BatchEntry,
+    BatchFailure,
     BatchLimits,
     BatchRequest,
     BatchResult,
@@ -15,6 +17,8 @@ from juryflow.judges.batches.records import (
 )
 from juryflow.judges.batches.splitting import split
 from juryflow.judges.providers.base import ProviderError
+
+LineT = TypeVar("LineT")
 
 OnCreated = Callable[[SubmittedBatch], Awaitable[None] | None]
 """Told of each batch the moment the provider has accepted it, before the next is sent and
@@ -124,3 +128,80 @@ async def submit_split(
                 await outcome
         submitted.append(batch)
     return submitted
+
+
+class _RealTimeClient(Protocol):
+    """What a batch client uses of the real-time client beside its SDK."""
+
+    _base_url: str | None
+
+    def _translate(self, error: Any) -> ProviderError: ...
+
+
+ClientT = TypeVar("ClientT", bound=_RealTimeClient)
+
+
+class SdkBatchClient(Generic[ClientT]):
+    """A :class:`BatchClient` on a real-time model client's endpoint, key and SDK client,
+    sending the request bodies it sends in real time. What the providers share: the client,
+    the limits, the duplicate check before a submission; a provider writes :meth:`_submit`
+    (how it cuts and sends batches)."""
+
+    provider: str
+    api_name: ClassVar[str]
+    """How a refusal names the provider's own API (no ``base_url``)."""
+    default_limits: ClassVar[BatchLimits]
+
+    def __init__(self, client: ClientT, limits: BatchLimits | None = None) -> None:
+        self.client = client
+        self.limits = limits if limits is not None else self.default_limits
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client!r})"
+
+    async def submit(
+        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+    ) -> list[SubmittedBatch]:
+        check_unique(requests)
+        return await self._submit(requests, on_created)
+
+    async def _submit(
+        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
+    ) -> list[SubmittedBatch]:
+        raise NotImplementedError
+
+    def _creation_error(
+        self, error: Exception, route: str, judge_ids: Sequence[str]
+    ) -> ProviderError:
+        """Sending a batch failed: a server without a batch API (404 or 405 on the route)
+        is refused naming the fix; any other error is translated as in real time."""
+        status = getattr(error, "status_code", None)  # the SDKs' APIStatusError
+        if status in (404, 405):
+            where = self.client._base_url or self.api_name
+            detail = f"HTTP {status} on {route}"
+            return BatchUnsupported(list(dict.fromkeys(judge_ids)), where, detail)
+        return self.client._translate(error)
+
+
+async def answer_each(
+    batch: SubmittedBatch,
+    lines: AsyncIterator[LineT],
+    custom_id: Callable[[LineT], str],
+    answer: Callable[[BatchEntry, LineT], BatchResult],
+    unanswered: Callable[[], BatchFailure],
+) -> AsyncIterator[BatchResult]:
+    """One result per entry of ``batch``: ``answer`` for the first line of each entry,
+    ``unanswered()`` for an entry no line answers."""
+    entries = {entry.custom_id: entry for entry in batch.entries}
+    seen: set[str] = set()
+    async for line in lines:
+        entry = entries.get(custom_id(line))
+        # A line of another submission (a journal that lost entries) or repeated: nothing
+        # of ours to answer with it.
+        if entry is None or entry.custom_id in seen:
+            continue
+        seen.add(entry.custom_id)
+        yield answer(entry, line)
+    for entry in batch.entries:
+        if entry.custom_id not in seen:
+            yield BatchResult(entry, failure=unanswered())

@@ -16,16 +16,15 @@ import openai
 
 from juryflow.judges.batches.base import (
     BatchNotEnded,
-    BatchUnsupported,
     OnCreated,
-    check_unique,
+    SdkBatchClient,
+    answer_each,
     submit_split,
 )
 from juryflow.judges.batches.records import (
     OPENAI_LIMITS,
     BatchEntry,
     BatchFailure,
-    BatchLimits,
     BatchRequest,
     BatchResult,
     BatchState,
@@ -33,7 +32,6 @@ from juryflow.judges.batches.records import (
     FailureKind,
     SubmittedBatch,
 )
-from juryflow.judges.providers.base import ProviderError
 from juryflow.judges.providers.openai import OpenAIClient
 from juryflow.judges.providers.openai import _response as completion_response
 from juryflow.judges.redact import redact_text
@@ -54,23 +52,26 @@ _STATES: dict[str, BatchState] = {
 _NOT_RUN: dict[str, FailureKind] = {"batch_expired": "expired", "batch_cancelled": "canceled"}
 
 
-class OpenAIBatchClient:
-    """A :class:`~juryflow.judges.batches.base.BatchClient` on an :class:`OpenAIClient`'s
-    endpoint, key and SDK client; request bodies are the ones it sends in real time."""
+class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
+    """The Batch API through an :class:`OpenAIClient`, one model per batch (see
+    :class:`SdkBatchClient`)."""
 
     provider = "openai"
+    api_name = "the OpenAI API"
+    default_limits = OPENAI_LIMITS
 
-    def __init__(self, client: OpenAIClient, limits: BatchLimits = OPENAI_LIMITS) -> None:
-        self.client = client
-        self.limits = limits
+    def _line(self, request: BatchRequest) -> bytes:
+        line = {
+            "custom_id": request.custom_id,
+            "method": "POST",
+            "url": ENDPOINT,
+            "body": self.client._parameters(request.request),
+        }
+        return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
-    def __repr__(self) -> str:
-        return f"OpenAIBatchClient({self.client!r})"
-
-    async def submit(
-        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+    async def _submit(
+        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
     ) -> list[SubmittedBatch]:
-        check_unique(requests)
         by_model: dict[str, list[BatchRequest]] = {}
         for request in requests:
             by_model.setdefault(request.request.model, []).append(request)
@@ -90,15 +91,6 @@ class OpenAIBatchClient:
             )
         return submitted
 
-    def _line(self, request: BatchRequest) -> bytes:
-        line = {
-            "custom_id": request.custom_id,
-            "method": "POST",
-            "url": ENDPOINT,
-            "body": self.client._parameters(request.request),
-        }
-        return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
     async def _create(self, data: bytes, judge_ids: list[str]) -> str:
         sdk = self.client._sdk()
         try:
@@ -108,7 +100,7 @@ class OpenAIBatchClient:
                 timeout=_UPLOAD_TIMEOUT,
             )
         except openai.APIError as error:
-            raise self._error(error, judge_ids, "POST /files") from None
+            raise self._creation_error(error, "POST /files", judge_ids) from None
         try:
             batch = await sdk.batches.create(
                 input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window="24h"
@@ -117,15 +109,8 @@ class OpenAIBatchClient:
             # The file is of no use without its batch; left, it would count against storage.
             with contextlib.suppress(openai.APIError):
                 await sdk.files.delete(uploaded.id)
-            raise self._error(error, judge_ids, "POST /batches") from None
+            raise self._creation_error(error, "POST /batches", judge_ids) from None
         return batch.id
-
-    def _error(self, error: openai.APIError, judge_ids: list[str], route: str) -> ProviderError:
-        if isinstance(error, openai.APIStatusError) and error.status_code in (404, 405):
-            where = self.client._base_url or "the OpenAI API"
-            detail = f"HTTP {error.status_code} on {route}"
-            return BatchUnsupported(list(dict.fromkeys(judge_ids)), where, detail)
-        return self.client._translate(error)
 
     async def poll(self, batch_id: str) -> BatchStatus:
         return _status(await self._retrieve(batch_id))
@@ -147,23 +132,17 @@ class OpenAIBatchClient:
         status = _status(remote)
         if not status.ended:
             raise BatchNotEnded(status)
-        entries = {entry.custom_id: entry for entry in batch.entries}
-        seen: set[str] = set()
-        if status.state != "failed":
-            for file_id in (remote.output_file_id, remote.error_file_id):
-                if not file_id:
-                    continue
-                async for line in self._lines(file_id):
-                    entry = entries.get(str(line.get("custom_id")))
-                    # A line of another submission (a journal that lost entries) or repeated:
-                    # nothing of ours to answer with it.
-                    if entry is None or entry.custom_id in seen:
-                        continue
-                    seen.add(entry.custom_id)
-                    yield self._result(entry, line)
-        for entry in batch.entries:
-            if entry.custom_id not in seen:
-                yield BatchResult(entry, failure=_unanswered(status))
+        files = () if status.state == "failed" else (remote.output_file_id, remote.error_file_id)
+        lines = self._files_lines([file_id for file_id in files if file_id])
+        async for result in answer_each(
+            batch, lines, _custom_id, self._result, lambda: _unanswered(status)
+        ):
+            yield result
+
+    async def _files_lines(self, file_ids: list[str]) -> AsyncIterator[dict[str, Any]]:
+        for file_id in file_ids:
+            async for line in self._lines(file_id):
+                yield line
 
     async def _lines(self, file_id: str) -> AsyncIterator[dict[str, Any]]:
         content = self.client._sdk().files.with_streaming_response.content
@@ -200,6 +179,10 @@ class OpenAIBatchClient:
     def _errored(self, message: str, status: int | None) -> BatchFailure:
         # Error bodies may quote keys (some servers echo them), and the reason is stored.
         return BatchFailure("errored", redact_text(message, self.client._secrets), status)
+
+
+def _custom_id(line: dict[str, Any]) -> str:
+    return str(line.get("custom_id"))
 
 
 def _status(batch: Any) -> BatchStatus:
