@@ -28,7 +28,9 @@ def _registry() -> dict[str, Detector]:
         ContentWordsDetector(),
         # Free text (passages for question answering, an article to summarise).
         GroundingDetector(),
-        GroundingDetector("grounding-clauses", clauses=True),
+        # A clause is a second, finer check, so the sentence that holds it may be less
+        # unsupported than a sentence flagged whole.
+        GroundingDetector("grounding-clauses", clauses=True, min_fraction=0.4),
         FactsDetector(),
         PolarityDetector(),
     ]

@@ -36,6 +36,24 @@ _FRAMING = frozenset(
         """
     )
 )
+"""Words of the prose that reports a source, not claims about it."""
+
+_LIGHT = frozenset(
+    stem(w)
+    for w in wordset(
+        """
+        since despite although though later currently actually eventually initially finally
+        quickly recently soon still even already ever now then total able make made take
+        taken took become became get getting got gotten help found find left far near nearby
+        due either seem seems appear appears look looking start started part way number many
+        several various ongoing face used use including include across around away continue
+        remain known new old first last next back like well really likely different
+        certain particular possible able thing things something lot
+        """
+    )
+)
+"""Light words: adverbs, light verbs and quantifiers a paraphrase adds freely ("has since
+been", "was able to", "made their way"); they carry no claim the source could lack."""
 
 _META = re.compile(
     r"^\W*(?:sure\b|here(?:'s|’s|\s+is|\s+are)\b|okay\b|ok\b|certainly\b|i\s+hope\b"
@@ -65,7 +83,10 @@ def content_words(text: str, start: int, end: int) -> list[tuple[str, int, int]]
     return [
         (w, start + s, start + e)
         for w, s, e in words(text[start:end])
-        if len(w) > 2 and normalize_word(w) not in STOPWORDS and stem(w) not in _FRAMING
+        if len(w) > 2
+        and normalize_word(w) not in STOPWORDS
+        and stem(w) not in _FRAMING
+        and stem(w) not in _LIGHT
     ]
 
 
