@@ -1,9 +1,12 @@
 """Accuracy of the offline detectors against human labels (RAGTruth-style JSONL).
 
-Runs every registered detector on every row and prints response-level and span-level
-(character overlap, micro) precision / recall / F1 for each detector, for the union
-consensus (a character flagged by any detector, runs snapped to words, as the panel's
-consensus builds them), for "at least 2 detectors", and for flagging every response whole.
+Runs the detectors of the offline panel that fits the data on every row and prints
+response-level and span-level (character overlap, micro) precision / recall / F1 for each
+detector, for the panel's own consensus (its rule, through ``item_consensus``, as a run
+computes it), for "at least 2 detectors", and for flagging every response whole. The panel
+follows the rows' ``task_type``: Data2txt ``examples/panel.offline.yaml``, QA
+``examples/panel.offline-qa.yaml``, Summary ``examples/panel.offline-summary.yaml``
+(``--panel`` names another; ``--all-detectors`` scores every registered detector too).
 The same table is printed again for two halves of the sources (crc32 of ``source_id``, even
 or odd), so that a change that only helps one half shows up; and the time per row.
 
@@ -11,8 +14,10 @@ or odd), so that a change that only helps one half shows up; and the time per ro
 default the bundled 60-row sample, which the detectors were tuned on) and for the rest, so
 that tuning shows up as a gap between the two.
 
-Run: .venv/bin/python bench/bench_detectors.py [PATH] [--apart [SAMPLE]] [--misses N]
-(PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample.)
+Run: .venv/bin/python bench/bench_detectors.py [PATH] [--panel PANEL] [--all-detectors]
+[--apart [SAMPLE]] [--misses N]
+(PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample;
+e.g. ../shared/data/ragtruth/qa_dev.jsonl, ../shared/data/ragtruth/summary_dev.jsonl.)
 """
 
 from __future__ import annotations
@@ -29,12 +34,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from juryflow.judges.detectors.registry import detector_names, get_detector
-from juryflow.maths.consensus import character_votes, majority_runs, snap_to_words
+from juryflow.judges.offline import OfflineJudge
+from juryflow.judges.panel import PanelSpec, load_panel
+from juryflow.maths.consensus import (
+    character_votes,
+    item_consensus,
+    majority_runs,
+    snap_to_words,
+)
 from juryflow.maths.gold import PRF, response_prf, span_prf
+from juryflow.maths.records import Item
 
 REPO = Path(__file__).resolve().parents[1]
 DEV = REPO.parent / "shared" / "data" / "ragtruth" / "data2txt_dev.jsonl"
 SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
+PANELS = {
+    "data2txt": REPO / "examples" / "panel.offline.yaml",
+    "qa": REPO / "examples" / "panel.offline-qa.yaml",
+    "summary": REPO / "examples" / "panel.offline-summary.yaml",
+}
+"""The offline panel that fits each RAGTruth ``task_type`` (lower-cased)."""
 
 Spans = list[tuple[int, int]]
 
@@ -47,6 +66,7 @@ class Row:
     response: str
     gold: Spans
     hallucinated: bool
+    task_type: str = "data2txt"
 
 
 @dataclass(frozen=True)
@@ -72,12 +92,14 @@ def load(path: Path) -> list[Row]:
                 response=raw["response"],
                 gold=gold,
                 hallucinated=bool(raw.get("hallucinated", bool(gold))),
+                task_type=str(raw.get("task_type", "data2txt")).lower(),
             )
         )
     return rows
 
 
 def predict(rows: Sequence[Row], names: Sequence[str]) -> list[Predictions]:
+    """Each detector's spans on each row; a panel judge is scored under its detector's name."""
     detectors = {name: get_detector(name) for name in names}
     out = []
     for row in rows:
@@ -88,6 +110,43 @@ def predict(rows: Sequence[Row], names: Sequence[str]) -> list[Predictions]:
             seconds[name] = time.perf_counter() - start
         out.append(Predictions(spans, seconds))
     return out
+
+
+def panel_for(rows: Sequence[Row], path: Path | None) -> tuple[Path, PanelSpec]:
+    """The panel file named, else the one fitting the rows' (most common) task type."""
+    if path is None:
+        kinds = [row.task_type for row in rows]
+        path = PANELS.get(max(set(kinds), key=kinds.count) if kinds else "", PANELS["data2txt"])
+    return path, load_panel(path)
+
+
+def consensus(panel: PanelSpec) -> Callable[[Row, Predictions], Spans]:
+    """The panel's consensus spans, under its own rule, from its detectors' spans: the
+    judgments are made by the judge a run uses (``OfflineJudge``), so this is a run's answer."""
+    rule = panel.consensus_rule()
+    judges = [
+        (spec.id, OfflineJudge(spec.id, get_detector(str(spec.detector)))) for spec in panel.judges
+    ]
+
+    def combine(row: Row, pred: Predictions) -> Spans:
+        item = Item(row.id, {"reference": row.reference, "response": row.response})
+        judgments = []
+        for judge_id, judge in judges:
+            made = judge.judge_sync(item)
+            # The detector already ran (and was timed) in ``predict``: reuse its spans.
+            assert [(s.char_start, s.char_end) for s in made.spans] == pred.spans[
+                str(judge.detector.name)
+            ], judge_id
+            judgments.append(made)
+        result = item_consensus(
+            row.id, judgments, len(judges), row.response, panel.quorum, rule=rule
+        )
+        if not result.hallucinated:
+            return []
+        # A verdict without spans (other rules) still counts as a flagged response.
+        return [(s.char_start, s.char_end) for s in result.spans] or [(0, 0)]
+
+    return combine
 
 
 def at_least(min_votes: int) -> Callable[[Row, Predictions], Spans]:
@@ -115,8 +174,12 @@ def everything(row: Row, _pred: Predictions) -> Spans:
     return [(0, len(row.response))]
 
 
-def systems(names: Sequence[str]) -> dict[str, Callable[[Row, Predictions], Spans]]:
+def systems(
+    names: Sequence[str], panel: PanelSpec | None = None
+) -> dict[str, Callable[[Row, Predictions], Spans]]:
     table = {name: alone(name) for name in names}
+    if panel is not None:
+        table[f"panel {panel.name}"] = consensus(panel)
     table["union (>= 1)"] = at_least(1)
     if len(names) > 1:
         table[">= 2 detectors"] = at_least(2)
@@ -130,7 +193,7 @@ def scores(
     """Response PRF, span PRF and predicted characters of one system over ``rows``."""
     spans = [system(row, pred) for row, pred in zip(rows, preds, strict=True)]
     response = response_prf([bool(s) for s in spans], [row.hallucinated for row in rows])
-    span = span_prf(spans, [row.gold for row in rows])
+    span = span_prf([[x for x in s if x[1] > x[0]] for s in spans], [row.gold for row in rows])
     return response, span, span.tp + span.fp
 
 
@@ -139,7 +202,11 @@ def _pct(prf: PRF) -> str:
 
 
 def print_table(
-    title: str, rows: Sequence[Row], preds: Sequence[Predictions], names: list[str]
+    title: str,
+    rows: Sequence[Row],
+    preds: Sequence[Predictions],
+    names: list[str],
+    panel: PanelSpec | None = None,
 ) -> None:
     n_hall = sum(row.hallucinated for row in rows)
     gold_chars = sum(e - s for row in rows for s, e in row.gold)
@@ -148,12 +215,12 @@ def print_table(
         f"\n{title}: {len(rows)} rows, {sources} sources, {n_hall} hallucinated, "
         f"{gold_chars:,} gold chars"
     )
-    print(f"{'system':<16} {'resp P':>6} {'resp R':>6} {'resp F1':>6} | "
+    print(f"{'system':<22} {'resp P':>6} {'resp R':>6} {'resp F1':>6} | "
           f"{'span P':>6} {'span R':>6} {'span F1':>6} | {'flagged':>7} {'chars':>7}")  # fmt: skip
-    for label, system in systems(names).items():
+    for label, system in systems(names, panel).items():
         response, span, chars = scores(rows, preds, system)
         n_flagged = response.tp + response.fp
-        print(f"{label:<16} {_pct(response)}  | {_pct(span)}  | {n_flagged:7d} {chars:7,d}")
+        print(f"{label:<22} {_pct(response)}  | {_pct(span)}  | {n_flagged:7d} {chars:7,d}")
 
 
 def print_misses(rows: Sequence[Row], preds: Sequence[Predictions], limit: int) -> None:
@@ -202,6 +269,17 @@ def main() -> None:
     parser.add_argument("path", nargs="?", type=Path, default=DEV if DEV.exists() else SAMPLE)
     parser.add_argument("--misses", type=int, default=0, help="print N union FP/FN spans")
     parser.add_argument(
+        "--panel",
+        type=Path,
+        default=None,
+        help="offline panel whose detectors and consensus are scored (default: by task_type)",
+    )
+    parser.add_argument(
+        "--all-detectors",
+        action="store_true",
+        help="score every registered detector, not only the panel's",
+    )
+    parser.add_argument(
         "--apart",
         nargs="?",
         type=Path,
@@ -212,15 +290,19 @@ def main() -> None:
     )
     args = parser.parse_args()
     rows = load(args.path)
-    names = detector_names()
+    panel_path, panel = panel_for(rows, args.panel)
+    in_panel = [str(spec.detector) for spec in panel.judges]
+    names = detector_names() if args.all_detectors else list(dict.fromkeys(in_panel))
     started = time.perf_counter()
     preds = predict(rows, names)
     elapsed = time.perf_counter() - started
-    print(f"data: {args.path} ({len(rows)} rows); detectors: {', '.join(names)}")
-    print_table("all", rows, preds, names)
+    print(f"data: {args.path} ({len(rows)} rows); panel: {panel_path} ({panel.name}: "
+          f"{panel.consensus_rule()}); detectors: {', '.join(names)}")  # fmt: skip
+    # "union" and ">= 2" are over the detectors listed; the panel row is the panel's rule.
+    print_table("all", rows, preds, names, panel)
     for title, keep in groups(rows, args.apart):
         picked = [i for i, row in enumerate(rows) if keep(row)]
-        print_table(title, [rows[i] for i in picked], [preds[i] for i in picked], names)
+        print_table(title, [rows[i] for i in picked], [preds[i] for i in picked], names, panel)
     print(f"\ntime: {elapsed / max(len(rows), 1) * 1e3:.2f} ms per row, all detectors")
     for name in names:
         mean = sum(p.seconds[name] for p in preds) / max(len(preds), 1)
