@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from juryflow.analysis.lossy_calibration import lossy_stop_dict
 from juryflow.judges.panel import parse_panel
 from juryflow.maths.calibration import (
     CalibrationData,
@@ -160,6 +161,7 @@ def run_calibration(
     data = calibration_data(rows, run.quorum)
     result = calibrate(data, default, folds=folds, seed=seed)
     rule = ConsensusRule.from_dict({**result.rule.to_dict(), "name": name})
+    lossy = lossy_stop_dict(data, default, panel, run.quorum, folds, seed)
     record = CalibrationRecord(
         name=name,
         created_at=datetime.now(UTC),
@@ -168,7 +170,7 @@ def run_calibration(
         folds=folds,
         group_column=rows.group_column,
         seed=seed,
-        report=report_dict(result, rows.group_column, gold),
+        report={**report_dict(result, rows.group_column, gold), "lossy_stop": lossy},
     )
     store.save_calibration(record)
     return result, record

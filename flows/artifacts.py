@@ -127,6 +127,11 @@ def _early_stop_lines(summary: dict[str, Any]) -> list[str]:
         f"- **early stopping**: {skipped} judge calls skipped (decided) on "
         f"{summary.get('items_decided_early') or 0} items; {summary.get('audit_items') or 0} "
         "audit items judged by every judge"
+        + (
+            f"; {summary['items_stopped_lossy']} items stopped on close agreement (lossy)"
+            if summary.get("items_stopped_lossy")
+            else ""
+        )
     ]
 
 

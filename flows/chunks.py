@@ -27,7 +27,7 @@ from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
 from juryflow.maths.consensus import item_consensus
 from juryflow.maths.records import Consensus, Item, Judgment
-from juryflow.planning.early_stop_plan import EarlyStopPlan, early_stop_plan
+from juryflow.planning.early_stop_plan import EarlyStopPlan, early_stop_plan, in_panel_order
 from juryflow.planning.run_setup import RunPlan
 from juryflow.storage.datasets import (
     RowError,
@@ -294,8 +294,7 @@ class ChunkRunner:
 
     def _panel_order(self, judgments: list[Judgment]) -> list[Judgment]:
         # As an early-stopped run orders them, so that both combine alike to the last bit.
-        at = {spec.id: n for n, spec in enumerate(self.plan.panel.judges)}
-        return sorted(judgments, key=lambda j: at.get(j.judge_id, len(at)))
+        return in_panel_order(judgments, [spec.id for spec in self.plan.panel.judges])
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
         self.in_flight[index] = items
@@ -316,23 +315,24 @@ class ChunkRunner:
         text_variable = self.plan.text_variable
         n_judges = len(self.plan.panel.judges)
         consensus: list[Consensus] = []
-        skipped: list[tuple[str, str]] = []
+        skipped: list[tuple[str, str, str]] = []
         audit: list[str] = []
         unanswered = self.batches.unanswered if self.batches is not None else {}  # --resume's
         for item in items:
             if item.item_id in self.done_consensus or item.item_id in unanswered:
                 continue
             judged = {j.judge_id for j in by_item[item.item_id]}
-            left_out: list[str] = []
             if len(judged) < n_judges:
                 # An item a judge left for lack of budget gets its consensus when --resume
                 # has all its judgments (as for an interrupted chunk), unless early stopping
-                # proves the judges not heard cannot change it.
+                # closed it (exactly, or lossily on close agreement).
                 if early is None or self._open(item, by_item, early):
                     continue
-                earlier = self.skipped.get(item.item_id, set())
-                left_out = [s.id for s in early.order if s.id not in judged | earlier]
-            skipped += [(item.item_id, judge_id) for judge_id in left_out]
+                earlier = self.skipped.get(item.item_id, set()) | judged
+                why = early.skip_reason(
+                    item.item_id, item.text(text_variable), by_item[item.item_id]
+                )
+                skipped += [(item.item_id, s.id, why) for s in early.order if s.id not in earlier]
             if early is not None and early.in_audit(item.item_id):
                 audit.append(item.item_id)
             consensus.append(
@@ -362,7 +362,7 @@ class ChunkRunner:
         items: list[Item],
         judgments: list[Judgment],
         consensus: list[Consensus],
-        skipped: list[tuple[str, str]],
+        skipped: list[tuple[str, str, str]],
         audit: list[str],
     ) -> None:
         self.check_lease()

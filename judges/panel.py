@@ -297,6 +297,12 @@ class PanelSpec(BaseModel):
     audit_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     """With ``early_stop``: the share of items (seeded) that every judge judges anyway, the
     random sample agreement is measured on."""
+    lossy_agreement: float | None = Field(default=None, ge=0.0, le=1.0)
+    """With ``early_stop``: also stop an item, lossily, once the judges called first all
+    answered, agree on the verdict and their spans agree with at least this character F1;
+    the judges left out count as failed (``skipped: lossy``). Not proved exact: run
+    ``juryflow calibrate`` on a fully judged labelled run to see what it costs out of fold.
+    None (default): exact stops only."""
     judge_order: Literal["price", "panel"] = "price"
     """With ``early_stop``: which judges are called first — the cheapest by the price table
     (``price``), or the panel file's order (``panel``)."""

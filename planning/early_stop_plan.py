@@ -9,23 +9,25 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from juryflow.judges.call_order import calling_order
 from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec, PanelSpec
-from juryflow.judges.pricing import price_for
 from juryflow.maths.early_stop import (
     JudgeShape,
     first_round_size,
     in_audit,
     is_decided,
-    ordered,
     refusal,
 )
+from juryflow.maths.lossy_stop import close_enough
 from juryflow.maths.records import VERDICT_THRESHOLD, Judgment
 from juryflow.maths.reducers import ConsensusRule
 
-_TYPICAL_OUTPUT_SHARE = 0.1
-"""Orders judges by price: a call's output is a few hundred tokens against a few thousand of
-prompt, so an output token weighs a tenth of its share of the call."""
+
+def in_panel_order(judgments: Iterable[Judgment], panel_ids: Sequence[str]) -> list[Judgment]:
+    """The judgments in the panel file's order of their judges (unknown judges last)."""
+    at = {judge_id: n for n, judge_id in enumerate(panel_ids)}
+    return sorted(judgments, key=lambda j: at.get(j.judge_id, len(at)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,9 @@ class EarlyStopPlan:
     panel_ids: tuple[str, ...]
     quorum: int | None
     rule: ConsensusRule
+    lossy_agreement: float | None = None
+    """Also stop, lossily, an item whose first-round judges agree this closely
+    (:mod:`juryflow.maths.lossy_stop`); None: exact stops only."""
 
     def in_audit(self, item_id: str) -> bool:
         """Every judge judges this item (the random sample agreement is measured on)."""
@@ -48,8 +53,7 @@ class EarlyStopPlan:
     def in_panel_order(self, judgments: Iterable[Judgment]) -> list[Judgment]:
         """One order whatever order the judges were called in: a mean summed in another
         order can differ in its last bit, and an early-stopped run must match a full one."""
-        at = {judge_id: n for n, judge_id in enumerate(self.panel_ids)}
-        return sorted(judgments, key=lambda j: at.get(j.judge_id, len(at)))
+        return in_panel_order(judgments, self.panel_ids)
 
     def open_judges(
         self, item_id: str, text: str, known: Sequence[Judgment], left_out: Collection[str] = ()
@@ -61,7 +65,15 @@ class EarlyStopPlan:
         missing = [spec.id for spec in self.order if spec.id not in heard]
         if not missing or self.in_audit(item_id):
             return missing
-        decided = is_decided(
+        if self.is_decided(item_id, text, known, missing) or self.lossy_stop(known, heard):
+            return []
+        return missing
+
+    def is_decided(
+        self, item_id: str, text: str, known: Sequence[Judgment], missing: Sequence[str]
+    ) -> bool:
+        """Whether the judges ``missing`` cannot change the item's result (exact)."""
+        return is_decided(
             item_id,
             self.in_panel_order(known),
             [self.shapes[judge_id] for judge_id in missing],
@@ -70,7 +82,21 @@ class EarlyStopPlan:
             quorum=self.quorum,
             rule=self.rule,
         )
-        return [] if decided else missing
+
+    def lossy_stop(self, known: Sequence[Judgment], heard: Collection[str]) -> bool:
+        """Whether the lossy mode stops the item: only right after the first round, as
+        ``juryflow calibrate`` measures it, and only when its judges agree closely enough."""
+        if self.lossy_agreement is None:
+            return False
+        first = {spec.id for spec in self.order[: self.first]}
+        return set(heard) == first and close_enough(list(known), self.lossy_agreement)
+
+    def skip_reason(self, item_id: str, text: str, known: Sequence[Judgment]) -> str:
+        """Why the judges not heard on a closed item were left out: ``decided`` (exact) or
+        ``lossy`` (the first judges agreed closely; the result may differ from the panel's)."""
+        heard = {j.judge_id for j in known}
+        missing = [spec.id for spec in self.order if spec.id not in heard]
+        return "decided" if self.is_decided(item_id, text, known, missing) else "lossy"
 
 
 def _shape(spec: JudgeSpec) -> JudgeShape:
@@ -78,15 +104,6 @@ def _shape(spec: JudgeSpec) -> JudgeShape:
     if keys is None:  # an offline detector: flags spans, scores 1.0 when it flags any
         return JudgeShape(spec.id, "spans", VERDICT_THRESHOLD)
     return JudgeShape(spec.id, keys.template.output_kind, keys.verdict_threshold)
-
-
-def _price_per_call(spec: JudgeSpec, panel: PanelSpec) -> float:
-    if spec.provider == "offline":
-        return 0.0
-    price = price_for(spec.model or "", panel.prices)
-    if price is None:
-        return float("inf")  # unknown: called last, as if the dearest
-    return price.input + _TYPICAL_OUTPUT_SHARE * price.output
 
 
 def early_stop_plan(
@@ -101,11 +118,7 @@ def early_stop_plan(
     if len(panel.judges) < 2:
         return None, None
     specs = {spec.id: spec for spec in panel.judges}
-    if panel.judge_order == "panel":
-        order = [spec.id for spec in panel.judges]
-    else:
-        costs = {spec.id: _price_per_call(spec, panel) for spec in panel.judges}
-        order = ordered(specs, costs)
+    order = calling_order(panel)
     plan = EarlyStopPlan(
         order=tuple(specs[judge_id] for judge_id in order),
         first=min(first_round_size(len(panel.judges), quorum), len(panel.judges)),
@@ -115,5 +128,6 @@ def early_stop_plan(
         panel_ids=tuple(spec.id for spec in panel.judges),
         quorum=quorum,
         rule=rule,
+        lossy_agreement=panel.lossy_agreement,
     )
     return plan, None

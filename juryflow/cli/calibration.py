@@ -42,6 +42,29 @@ def _delta(value: float | None, interval: list[float] | None) -> str:
     return f"{100 * value:+.1f} points ({100 * interval[0]:+.1f} to {100 * interval[1]:+.1f})"
 
 
+def _lossy_line(lossy: dict[str, Any]) -> str:
+    """What a lossy early stop saves and costs on this run, out of fold, in one line."""
+    chose = "/".join("off" if a is None else f"{a:g}" for a in lossy["fold_agreements"])
+    span = ""
+    if lossy["span_full"] is not None:
+        span = (
+            f"; span F1 {lossy['span_full']:.1f} -> {lossy['span_lossy']:.1f} "
+            f"[{lossy['span_change_interval'][0]:+.1f}, {lossy['span_change_interval'][1]:+.1f}]"
+        )
+    advice = (
+        f"panel key lossy_agreement: {lossy['agreement']:g} (with early_stop: true)"
+        if lossy["agreement"] is not None
+        else "the folds disagree on the agreement: keep exact early stopping"
+    )
+    return (
+        f"lossy early stop, out of fold (judges called first: {', '.join(lossy['first'])}; "
+        f"folds chose {chose}): {100 * lossy['calls_saved']:.1f} % of calls saved; "
+        f"response F1 {lossy['response_full']:.1f} -> {lossy['response_lossy']:.1f} "
+        f"[{lossy['response_change_interval'][0]:+.1f}, "
+        f"{lossy['response_change_interval'][1]:+.1f}]{span}; {advice}"
+    )
+
+
 def calibrate_command(
     run_id: RunArgument = None,
     name: Annotated[
@@ -125,6 +148,8 @@ def calibrate_command(
                 f"{_delta(d['spans'], d['span_interval'])}"
             )
         )
+    if report.get("lossy_stop"):
+        console.print(plain(_lossy_line(report["lossy_stop"])))
     console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))
     for note in report["notes"]:
         console.print(plain(f"note: {note}"))

@@ -208,6 +208,9 @@ def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if not skipped and not audit:
         return []
     calls = f"{skipped} not made ({summary.get('items_decided_early') or 0} items decided early)"
+    lossy = summary.get("items_stopped_lossy") or 0
+    if lossy:
+        calls += f"; {lossy} of them stopped on close agreement (lossy, not proved exact)"
     return [
         ("judge calls skipped", calls),
         ("audit items (every judge)", str(audit)),

@@ -134,7 +134,9 @@ class ReadsMixin(StoreBase):
             early = con.execute(
                 "SELECT (SELECT count(*) FROM skipped_judgments WHERE run_id = $run), "
                 "(SELECT count(DISTINCT item_id) FROM skipped_judgments WHERE run_id = $run), "
-                "(SELECT count(*) FROM audit_items WHERE run_id = $run)",
+                "(SELECT count(*) FROM audit_items WHERE run_id = $run), "
+                "(SELECT count(DISTINCT item_id) FROM skipped_judgments "
+                "WHERE run_id = $run AND reason = 'lossy')",
                 {"run": run_id},
             ).fetchone()
         assert judged is not None and agreed is not None and rejected is not None
@@ -159,4 +161,6 @@ class ReadsMixin(StoreBase):
             "skipped_decided": early[0],
             "items_decided_early": early[1],
             "audit_items": early[2],
+            # stopped on close agreement, not proved exact (lossy_agreement)
+            "items_stopped_lossy": early[3],
         }

@@ -85,14 +85,14 @@ def _insert_consensus(
 
 
 def _insert_skipped(
-    con: duckdb.DuckDBPyConnection, run_id: str, skipped: Sequence[tuple[str, str]]
+    con: duckdb.DuckDBPyConnection, run_id: str, skipped: Sequence[tuple[str, str, str]]
 ) -> None:
     table = pa.table(
         {
             "run_id": pa.array([run_id] * len(skipped), pa.string()),
-            "item_id": pa.array([item for item, _ in skipped], pa.string()),
-            "judge_id": pa.array([judge for _, judge in skipped], pa.string()),
-            "reason": pa.array(["decided"] * len(skipped), pa.string()),
+            "item_id": pa.array([item for item, _, _ in skipped], pa.string()),
+            "judge_id": pa.array([judge for _, judge, _ in skipped], pa.string()),
+            "reason": pa.array([reason for _, _, reason in skipped], pa.string()),
         }
     )
     _append(con, "skipped_judgments", table)
@@ -124,7 +124,7 @@ class WritesMixin(StoreBase):
         items: Sequence[Item],
         judgments: Sequence[Judgment],
         consensus: Sequence[Consensus],
-        skipped: Sequence[tuple[str, str]] = (),
+        skipped: Sequence[tuple[str, str, str]] = (),
         audit: Sequence[str] = (),
     ) -> None:
         """A finished chunk in one transaction: its items, judgments and consensus, and with
@@ -149,7 +149,7 @@ class WritesMixin(StoreBase):
         judgments: Sequence[Judgment],
         consensus: Sequence[Consensus],
         memory_limit: str | None,
-        early: tuple[Sequence[tuple[str, str]], Sequence[str]] = ((), ()),
+        early: tuple[Sequence[tuple[str, str, str]], Sequence[str]] = ((), ()),
     ) -> None:
         skipped, audit = early
 
