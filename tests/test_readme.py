@@ -167,16 +167,13 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     "chromium --headless --no-sandbox --disable-gpu --screenshot=report.png "
     "--window-size=1280,2000 file://$PWD/report.html": ("tests/test_report.py", "--screenshot"),
     "prefect server start": ("tests/prefect_server.py", '"server", "start"'),
-    "prefect server start --background": (
-        "tests/test_startup.py",
-        '"server", "start", "--background"',
-    ),
+    "juryflow server start": ("tests/test_startup.py", '[JURYFLOW, "server", "start"'),
     "export PREFECT_API_URL=http://127.0.0.1:4200/api": (
         "tests/test_startup.py",
         '"PREFECT_API_URL": api',
     ),
     "juryflow run --limit 5": ("tests/test_startup.py", '"run", "--limit", "5"'),
-    "prefect server stop": ("tests/test_startup.py", '"server", "stop"'),
+    "juryflow server stop": ("tests/test_startup.py", '[JURYFLOW, "server", "stop"]'),
     "juryflow init myproject": ("tests/test_init.py", 'init("myproject"'),
     "juryflow run examples/ragtruth_data2txt_sample.jsonl --panel examples/panel.stub.yaml "
     "--dry-run": ("tests/test_dry_run.py", '"examples/panel.stub.yaml", "--dry-run"'),

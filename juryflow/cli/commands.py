@@ -478,6 +478,10 @@ from juryflow.cli.shards import register as _register_shards  # noqa: E402
 
 _register_shards(app)  # `finish`
 
+from juryflow.cli.server import register as _register_server  # noqa: E402
+
+_register_server(app)  # `server start|stop|status`
+
 
 def main() -> None:
     try:

@@ -1,0 +1,84 @@
+"""`juryflow server start|stop|status`: one Prefect API server kept running for many commands.
+
+Without ``PREFECT_API_URL`` every command that runs a flow starts a private Prefect server
+(seconds each time). ``prefect server start --background`` dies within a minute offline (see
+:mod:`juryflow.flows.runtime.detached_server`); this one keeps running until stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from juryflow.cli.runs import fail
+from juryflow.terminal import output
+
+server_app = typer.Typer(
+    help="A Prefect server kept running for every juryflow command (faster starts, a UI).",
+    no_args_is_help=True,
+)
+console = Console(highlight=False)
+
+
+def _say(line: str) -> None:
+    console.print(output.plain(line, one_line=True), soft_wrap=True)
+
+
+@server_app.command("start")
+def start_command(
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on --host.")] = 4200,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    wait: Annotated[
+        float,
+        typer.Option(min=1.0, metavar="SECONDS", help="How long to wait for it to answer."),
+    ] = 180.0,
+) -> None:
+    """Start a Prefect server in the background (log in $PREFECT_HOME); it keeps running
+    after this command and the terminal end, until `juryflow server stop`."""
+    from juryflow.flows.runtime.detached_server import ServerError, start
+
+    try:
+        record, started = start(host, port, wait)
+    except ServerError as error:
+        fail(str(error))
+        return
+    what = "started" if started else "already running"
+    _say(f"Prefect server {what}: {record.ui_url} (pid {record.pid}, log {record.log})")
+    _say("point juryflow (and prefect) at it in this shell:")
+    _say(f"  export PREFECT_API_URL={record.api_url}")
+    _say("stop it with: juryflow server stop")
+
+
+@server_app.command("stop")
+def stop_command() -> None:
+    """Stop the server `juryflow server start` started."""
+    from juryflow.flows.runtime.detached_server import stop
+
+    record = stop()
+    if record is None:
+        _say("no server started by `juryflow server start` is running")
+        return
+    _say(f"Prefect server {record.ui_url} (pid {record.pid}) stopped")
+
+
+@server_app.command("status")
+def status_command() -> None:
+    """Whether the server `juryflow server start` started is running and answering
+    (exit code 1 when it is not)."""
+    from juryflow.flows.runtime.detached_server import healthy, recorded
+
+    record = recorded()
+    if record is None:
+        _say("no server started by `juryflow server start` is running")
+        raise typer.Exit(code=1)
+    state = "answering" if healthy(record) else "running, not answering yet"
+    _say(f"Prefect server {record.ui_url} (pid {record.pid}): {state}; API {record.api_url}")
+    if state != "answering":
+        raise typer.Exit(code=1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `server start|stop|status` to the juryflow command line."""
+    app.add_typer(server_app, name="server")
