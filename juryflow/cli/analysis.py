@@ -28,8 +28,11 @@ from juryflow.analysis.agreement_report import (
 )
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
+from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
+from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_facts, run_rule
 from juryflow.terminal.output import dump_json, plain, safe_text
+from juryflow.terminal.tables import FitTable
 
 console = Console()
 
@@ -110,12 +113,12 @@ _GROUP_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _group_table(groups: list[GroupAgreement], has_gold: bool) -> Table:
-    table = Table(title="Agreement", title_justify="left")
+def _group_table(groups: list[GroupAgreement], has_gold: bool) -> FitTable:
+    table = FitTable(title="Agreement")
     table.add_column("metric")
     for group in groups:
-        table.add_column(plain(f"{group.name} ({len(group.judges)})"), overflow="fold")
-        table.add_column("n", justify="right", style="dim")
+        table.add_column(plain(f"{group.name} ({len(group.judges)})"))
+        table.add_column("n", justify="right", style="dim", with_previous=True)
     for label, field in _GROUP_METRICS:
         if field == "effective_panel_size" and not has_gold:
             continue
@@ -127,8 +130,8 @@ def _group_table(groups: list[GroupAgreement], has_gold: bool) -> Table:
     return table
 
 
-def _pairs_table(group: GroupAgreement) -> Table:
-    table = Table(title="Judge pairs", title_justify="left")
+def _pairs_table(group: GroupAgreement) -> FitTable:
+    table = FitTable(title="Judge pairs", key_columns=2)
     for name, justify in (
         ("judge A", "left"),
         ("judge B", "left"),
@@ -152,8 +155,8 @@ def _pairs_table(group: GroupAgreement) -> Table:
     return table
 
 
-def _judges_table(report: AgreementReport) -> Table:
-    table = Table(title="Judges against the panel", title_justify="left")
+def _judges_table(report: AgreementReport) -> FitTable:
+    table = FitTable(title="Judges against the panel")
     for name, justify in (
         ("judge", "left"),
         ("prompt", "left"),
@@ -183,10 +186,10 @@ def _judges_table(report: AgreementReport) -> Table:
     return table
 
 
-def _error_table(group: GroupAgreement) -> Table | None:
+def _error_table(group: GroupAgreement) -> FitTable | None:
     if group.error_correlation is None:
         return None
-    table = Table(title="Error correlation (verdict wrong vs gold)", title_justify="left")
+    table = FitTable(title="Error correlation (verdict wrong vs gold)")
     table.add_column("")
     for judge in group.judges:
         table.add_column(plain(judge), justify="right")
@@ -195,12 +198,11 @@ def _error_table(group: GroupAgreement) -> Table | None:
     return table
 
 
-def _accuracy_table(report: AgreementReport) -> Table:
-    table = Table(
+def _accuracy_table(report: AgreementReport) -> FitTable:
+    table = FitTable(
         title=f"Against the human labels, gold: {report.gold_source} "
         f"({GOLD_DESCRIPTIONS[report.gold_source]}; all items: no answer counts as "
         "flagging nothing)",
-        title_justify="left",
     )
     for name in (
         "predictor", "coverage", "items", "precision", "recall", "F1", "F1 answered",
@@ -226,14 +228,11 @@ def _accuracy_table(report: AgreementReport) -> Table:
     return table
 
 
-def _reliability_table(report: AgreementReport) -> Table | None:
+def _reliability_table(report: AgreementReport) -> FitTable | None:
     found = report.reliability
     if found is None:
         return None
-    table = Table(
-        title="Judge reliability without labels (Dawid–Skene EM over verdicts)",
-        title_justify="left",
-    )
+    table = FitTable(title="Judge reliability without labels (Dawid–Skene EM over verdicts)")
     for name in ("judge", "sensitivity", "specificity", "verdicts"):
         table.add_column(name, justify="left" if name == "judge" else "right")
     for j in found.judges:
@@ -377,7 +376,8 @@ def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
         consensus_spans = None
     table.add_row(
         Text("consensus", style="bold"),
-        _num(item.consensus_score, 2),
+        # the view's consensus score is the median, whatever the run's score reducer
+        f"median {_num(item.consensus_score, 2)}",
         _verdict(item.consensus_hallucinated)
         if item.consensus_status == "ok"
         else plain(item.consensus_status or "none", "yellow"),
@@ -391,6 +391,18 @@ def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
             _spans_cell(item.gold_spans, "(no span labels)"),
         )
     return table
+
+
+def _rule_facts(
+    store: Any, run_id: str | None, item_ids: list[str]
+) -> tuple[RunRule, dict[str, ConsensusFacts]]:
+    """The run's stored consensus rule and the items' stored consensus facts: what says
+    which rule made each consensus verdict (``run_id`` None: the latest run)."""
+    from juryflow.storage.reads.analysis import resolve_run
+
+    rid = run_id or resolve_run(store, None).run_id
+    with store.read() as con:
+        return RunRule.of(run_rule(con, rid)), consensus_facts(con, rid, item_ids)
 
 
 def disagreements_command(
@@ -418,9 +430,14 @@ def disagreements_command(
     if not items:
         console.print("no items in this run")
         return
+    rule, facts = _load(lambda: _rule_facts(Store(db), run, [i.item_id for i in items]))
     for item in items:
         console.print(_item_heading(item), soft_wrap=True)
         console.print(_item_table(item, source))
+        if item.item_id in facts and item.consensus_status == "ok":
+            found = facts[item.item_id]
+            why = f"consensus: {verdict_reason(rule, found)}"
+            console.print(plain(why + (f" · {UNLOCALISED_NOTE}" if found.unlocalised else "")))
     console.print(
         "[dim]disagreement = mean of score spread, verdict split and span disagreement; "
         "see the item_disagreement view ([bold]juryflow sql[/bold])[/]"

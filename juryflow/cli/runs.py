@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import duckdb
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from juryflow.terminal import output
+from juryflow.terminal.tables import FitTable
 
 console = Console()
 err = Console(stderr=True)
@@ -103,18 +103,13 @@ def runs_command(
     if not listing.rows:
         console.print("no runs" + (f" with status {status!r}" if status else "") + " yet")
         return
-    # The id is what the user copies into the next command: it never wraps nor shrinks.
-    table = Table(show_lines=False)
+    # The id is what the user copies into the next command: it leads every part of a table
+    # too wide for the terminal, whole, and no other column is cut.
+    table = FitTable()
     for column in listing.columns:
         name = column.removesuffix("_usd").removesuffix("_s").removesuffix("_at")
         name = "cache read" if column == "cache_read_tokens" else name
-        numeric = column in _NUMERIC_COLUMNS
-        table.add_column(
-            name,
-            no_wrap=column == "run_id",
-            min_width=len(listing.rows[0][0]) if column == "run_id" else min(len(name), 8),
-            justify="right" if numeric else "left",
-        )
+        table.add_column(name, justify="right" if column in _NUMERIC_COLUMNS else "left")
     for row in listing.rows:
         table.add_row(*(output.plain(value) for value in _table_row(listing.columns, row)))
     console.print(table)

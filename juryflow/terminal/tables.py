@@ -1,0 +1,107 @@
+"""A table that keeps every header and every value whole at any terminal width.
+
+rich shrinks a table wider than the terminal by cutting cells to ``0.…`` and headers to
+``judgmen…``, or drops what falls past the edge: at 80 columns a figure was unreadable and
+whole columns of ``juryflow runs`` were gone. :class:`FitTable` instead lays its columns at
+their natural width and, when they do not fit side by side, wraps them into several
+tables stacked below each other, each repeating the key columns (the row's name) first;
+like a long line wrapped, not cut. Only a column too wide for the terminal on its own is
+folded, character by character, never cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+# A column of a boxed table costs its width, one space each side and one border.
+_COLUMN_EXTRA = 3
+
+
+@dataclass(slots=True)
+class _Column:
+    header: RenderableType
+    settings: dict[str, Any]
+    with_previous: bool
+    cells: list[RenderableType] = field(default_factory=list)
+
+
+def _width(value: RenderableType) -> int:
+    text = value.plain if isinstance(value, Text) else str(value)
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+class FitTable:
+    """Like :class:`rich.table.Table` (``add_column``, ``add_row``), wrapped into stacked
+    tables to fit the terminal. The first ``key_columns`` columns name each row and are
+    repeated in every part."""
+
+    def __init__(self, title: str | Text | None = None, key_columns: int = 1, **settings: Any):
+        self.title = title
+        self.key_columns = key_columns
+        self.settings = settings
+        self.columns: list[_Column] = []
+
+    def add_column(
+        self, header: RenderableType = "", *, with_previous: bool = False, **settings: Any
+    ) -> None:
+        """``with_previous``: never separated from the column before (a figure and its n)."""
+        # Each part is laid out at natural widths; what rich would otherwise do to fit
+        # (shrink, ellipsis) is what this class replaces.
+        for name in ("no_wrap", "overflow", "min_width", "max_width", "width"):
+            settings.pop(name, None)
+        self.columns.append(_Column(header, settings, with_previous))
+
+    def add_row(self, *cells: RenderableType) -> None:
+        for column, cell in zip(self.columns, cells, strict=True):
+            column.cells.append(cell)
+
+    def natural_width(self, columns: Sequence[_Column]) -> int:
+        return 1 + sum(
+            _COLUMN_EXTRA + max([_width(c.header), *(_width(v) for v in c.cells)]) for c in columns
+        )
+
+    def parts(self, width: int) -> list[list[_Column]]:
+        """The columns of each stacked table: the keys, then as many others as fit."""
+        keys, rest = self.columns[: self.key_columns], self.columns[self.key_columns :]
+        blocks: list[list[_Column]] = []
+        for column in rest:
+            if column.with_previous and blocks:
+                blocks[-1].append(column)
+            else:
+                blocks.append([column])
+        parts: list[list[_Column]] = []
+        current: list[_Column] = []
+        for block in blocks:
+            if current and self.natural_width([*keys, *current, *block]) > width:
+                parts.append(current)
+                current = []
+            current += block
+        if current or not parts:
+            parts.append(current)
+        return [[*keys, *part] for part in parts]
+
+    def _table(self, columns: Sequence[_Column], width: int) -> Table:
+        table = Table(**self.settings)
+        # Only a part wider than the terminal on its own folds its cells (never cuts them).
+        folding = self.natural_width(columns) > width
+        for column in columns:
+            table.add_column(column.header, overflow="fold", no_wrap=not folding, **column.settings)
+        for row in zip(*(c.cells for c in columns), strict=True):
+            table.add_row(*row)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        width = options.max_width
+        if self.title is not None:
+            title = self.title if isinstance(self.title, Text) else Text(self.title)
+            title.stylize("table.title")
+            yield title
+        for columns in self.parts(width):
+            yield self._table(columns, width)
