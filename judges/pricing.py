@@ -92,3 +92,43 @@ def cost_usd(
         cache_read_tokens=cache_read_tokens,
         batch=batch,
     )
+
+
+# Prompt caches: the shortest prefix each provider caches (shorter ones are billed at the
+# input price, silently). Anthropic's by model, as documented; the rest of its models 1,024.
+ANTHROPIC_CACHE_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+)
+ANTHROPIC_CACHE_DEFAULT_MIN = 1024
+OPENAI_CACHE_MIN_TOKENS = 1024
+OPENAI_CACHE_INCREMENT = 128
+"""OpenAI caches the longest prefix it has seen from 1,024 tokens on, in steps of 128."""
+
+
+def cached_prefix_tokens(
+    provider: str, model: str, base_url: str | None, prefix_tokens: int
+) -> int | None:
+    """Of a static prompt prefix of ``prefix_tokens``, how many the provider's cache keeps:
+    0 when the prefix is under its minimum; None when juryflow cannot price a cache there
+    (an OpenAI-compatible server's cache, if any, has no price of its own).
+
+    Anthropic caches what juryflow marks with ``cache_control`` (the whole static part);
+    OpenAI the longest prefix it has seen, in steps of 128 tokens.
+    """
+    if provider == "anthropic":
+        minimum = next(
+            (n for name, n in ANTHROPIC_CACHE_MIN_TOKENS if model.startswith(name)),
+            ANTHROPIC_CACHE_DEFAULT_MIN,
+        )
+        return prefix_tokens if prefix_tokens >= minimum else 0
+    if provider == "openai" and base_url is None:
+        if prefix_tokens < OPENAI_CACHE_MIN_TOKENS:
+            return 0
+        steps = (prefix_tokens - OPENAI_CACHE_MIN_TOKENS) // OPENAI_CACHE_INCREMENT
+        return OPENAI_CACHE_MIN_TOKENS + steps * OPENAI_CACHE_INCREMENT
+    return None

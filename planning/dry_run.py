@@ -18,7 +18,7 @@ import pyarrow as pa
 from juryflow.judges.budget import check_enforceable
 from juryflow.judges.llm_judge import prompt_cache_key
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse_panel
-from juryflow.judges.pricing import price_for
+from juryflow.judges.pricing import cached_prefix_tokens, price_for
 from juryflow.maths.records import Item
 from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch
 from juryflow.prompts.loader import PromptError, PromptTemplate
@@ -66,6 +66,16 @@ class JudgeEstimate:
     max_tokens: int = 0
     batch: bool = False
     """The calls go through the provider's batch API: priced at its batch prices."""
+    cache_prefix_tokens: int = 0
+    """Tokens of the static prompt part the provider's cache keeps (0: none assumed):
+    written once by the first call, read by every later one (see :func:`_cache_note`)."""
+
+    @property
+    def cache_tokens(self) -> tuple[int, int]:
+        """(written, read): of ``input_tokens``, those priced at the prompt cache's prices."""
+        if not self.cache_prefix_tokens or not self.calls:
+            return 0, 0
+        return self.cache_prefix_tokens, self.cache_prefix_tokens * (self.calls - 1)
 
     @property
     def output_tokens(self) -> int:
@@ -80,10 +90,13 @@ class JudgeEstimate:
             return 0.0
         if self.price is None:
             return None
-        price = self.price
+        price, batch = self.price, self.batch
+        written, read = self.cache_tokens
         return (
-            self.input_tokens * price.input_price(self.batch)
-            + output_tokens * price.output_price(self.batch)
+            (self.input_tokens - written - read) * price.input_price(batch)
+            + written * price.cache_write_price(batch)
+            + read * price.cache_read_price(batch)
+            + output_tokens * price.output_price(batch)
         ) / 1e6
 
     @property
@@ -171,6 +184,35 @@ def _batch_note(estimate: JudgeEstimate) -> str:
     )
 
 
+def _cache_note(estimate: JudgeEstimate, spec: JudgeSpec, template: PromptTemplate) -> str | None:
+    """How ``estimate`` prices the static part of its prompt (the text above the
+    ``{{-- per item --}}`` line), sets what its cost assumes, and says that assumption."""
+    prefix = len(template.static_text) // CHARS_PER_TOKEN
+    if not prefix:
+        return None  # all per item: nothing is cached
+    head = f"prompt cache: {estimate.judge_id}'s static prompt part (~{prefix:,} tokens)"
+    kept = cached_prefix_tokens(spec.provider, spec.model or "", spec.base_url, prefix)
+    if kept is None:
+        return f"{head} is priced at the full input rate: a compatible server's cache has no price"
+    if not kept:
+        return (
+            f"{head} is under the provider's minimum for its cache: priced at the full input rate"
+        )
+    if estimate.batch:
+        return (
+            f"{head} is priced at the full batch input rate: a batch meets the prompt cache "
+            "on a best-effort basis only"
+        )
+    estimate.cache_prefix_tokens = kept
+    how = "cache_control" if spec.provider == "anthropic" else "automatic prefix caching"
+    return (
+        f"{head} is priced as one cache write of {kept:,} tokens and a cache read by each "
+        f"later call ({how}): this assumes the judge's calls follow each other within the "
+        "cache's lifetime (5 minutes, renewed by each read); a pause longer than that "
+        "writes it again"
+    )
+
+
 def _selected(dataset: Path, plan: RunPlan, max_chars: int) -> Iterator[Item | RowError]:
     return select_items(
         read_items(dataset, plan.needed_variables, plan.mapping, max_chars),
@@ -230,12 +272,15 @@ def estimate_run(
     )
     by_id = {estimate.judge_id: estimate for estimate in result.judges}
     judges = _llm_judges(panel_spec)
-    for spec, _ in judges:
+    for spec, template in judges:
         by_id[spec.id].price = price_for(spec.model or "", panel_spec.prices)
         by_id[spec.id].max_tokens = spec.max_tokens
         by_id[spec.id].batch = panel_spec.uses_batch(spec)
         if by_id[spec.id].batch:
             result.notes.append(_batch_note(by_id[spec.id]))
+        cache_note = _cache_note(by_id[spec.id], spec, template)
+        if cache_note:
+            result.notes.append(cache_note)
         note = _key_note(spec)
         if note:
             result.notes.append(note)

@@ -97,6 +97,12 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
     )
     spent = {judge: (int(tokens_in), float(out), float(cost or 0)) for judge, tokens_in, out, cost
              in rows}  # fmt: skip
+    _, cache_rows = Store(db).query(
+        "SELECT judge_id, sum(cache_write_tokens), sum(cache_read_tokens) FROM judgments "
+        "WHERE run_id = ? AND judge_id = 'a' GROUP BY judge_id",
+        [result["run_id"]],
+    )
+    spent_cache = {judge: (int(w or 0), int(r or 0)) for judge, w, r in cache_rows}
     estimates = {e.judge_id: e for e in before.judges}
     for judge in ("a", "b"):
         assert estimates[judge].calls == 6 and estimates[judge].cached == 0
@@ -104,9 +110,21 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
         assert estimates[judge].input_tokens > 6 * 500 // CHARS_PER_TOKEN
     assert estimates["a"].output_tokens_max == 6 * 500
     assert estimates["n"].calls == 0 and estimates["n"].cost_usd == 0.0
-    # the price table: panel prices per million tokens
+    # the price table: panel prices per million tokens; a's prompt has a static part over
+    # Anthropic's minimum, written to the cache once (1.25x) and read by each later call (0.1x)
     a = estimates["a"]
-    assert a.cost_usd == pytest.approx((a.input_tokens * 3.0 + a.output_tokens * 15.0) / 1e6)
+    written, read = a.cache_tokens
+    assert written > 1024 and read == 5 * written
+    uncached = a.input_tokens - written - read
+    assert a.cost_usd == pytest.approx(
+        (uncached * 3.0 + written * 3.75 + read * 0.3 + a.output_tokens * 15.0) / 1e6
+    )
+    # what the run was billed for the same cache: the stand-in caches as Anthropic does
+    assert spent_cache["a"] == (written, read)
+    # b's prompt has no static part: every input token at the full rate
+    b = estimates["b"]
+    assert b.cache_tokens == (0, 0)
+    assert b.cost_usd == pytest.approx((b.input_tokens * 1.0 + b.output_tokens * 4.0) / 1e6)
 
     # On the same store: the 6 judged items come from the cache, 3 are calls, and the
     # output size is what the earlier calls produced.
