@@ -14,6 +14,7 @@ from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_pre
 limit_malloc_arenas()  # before Prefect and DuckDB start their threads
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
+from juryflow.cli.help_format import App  # noqa: E402
 from juryflow.cli.run_options import (  # noqa: E402
     AuditFractionOption,
     BatchOption,
@@ -26,7 +27,7 @@ from juryflow.cli.run_options import (  # noqa: E402
 from juryflow.cli.runs import DbOption, fail  # noqa: E402
 from juryflow.terminal import output  # noqa: E402  (Prefect settings must be in place first)
 
-app = typer.Typer(
+app = App(
     help="Judge panels for LLM evaluations: run, agree, disagree, query.",
     no_args_is_help=True,
     add_completion=False,

@@ -12,10 +12,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from juryflow.cli.help_format import App
 from juryflow.cli.runs import fail
 from juryflow.terminal import output
 
-server_app = typer.Typer(
+server_app = App(
     help="A Prefect server kept running for every juryflow command (faster starts, a UI).",
     no_args_is_help=True,
 )

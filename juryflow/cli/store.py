@@ -10,13 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from juryflow.cli.help_format import App
 from juryflow.cli.runs import DbOption, fail
 from juryflow.terminal import output
 
 if TYPE_CHECKING:
     from juryflow.storage.lake.maintenance import CompactionReport
 
-store_app = typer.Typer(help="Upkeep of a store: compaction of a DuckLake.", no_args_is_help=True)
+store_app = App(help="Upkeep of a store: compaction of a DuckLake.", no_args_is_help=True)
 console = Console()
 
 
