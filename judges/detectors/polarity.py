@@ -39,10 +39,6 @@ _ABOUT_SOURCE = re.compile(
 )
 """A clause about what the source says ("the passages do not mention ..."), not a claim."""
 
-_CUE_BEFORE = re.compile(
-    r"(?:\b(?:not|never|no|may|might|could|reportedly|allegedly)|n[’']t)\s+$", re.IGNORECASE
-)
-
 MIN_SIMILARITY = 85.0
 """rapidfuzz partial ratio (0-100) from which a clause is the same claim as a source passage."""
 MIN_WORDS = 4
@@ -90,11 +86,13 @@ class PolarityDetector:
         for original, blank in source:
             found = fuzz.partial_ratio_alignment(blanked, blank, score_cutoff=best)
             if found is not None and found.score >= best:
-                # A cue right before the aligned passage ("did not" before the copied
-                # verb) is part of its claim.
+                # An alignment starting in blanked cues ("did not" before the copied verb)
+                # takes them in: they are part of the passage's claim.
                 lo = found.dest_start
-                cue = _CUE_BEFORE.search(original, max(0, lo - 12), lo)
-                best, passage = found.score, original[cue.start() if cue else lo : found.dest_end]
+                if lo < len(blank) and blank[lo].isspace():
+                    while lo > 0 and blank[lo - 1].isspace():
+                        lo -= 1
+                best, passage = found.score, original[lo : found.dest_end]
         if passage is None:
             return False
         if _negated(clause) != _negated(passage):
