@@ -27,7 +27,7 @@ from juryflow.standin.simulator import load_gold
 from juryflow.storage.reads.analysis import calibration_rows
 from juryflow.storage.store import Store
 from tests import sim_panels
-from tests.conftest import SAMPLE
+from tests.conftest import REPO, SAMPLE
 
 KEY_ENV = "JURYFLOW_LOSSY_KEY"
 TEXT = 40
@@ -174,3 +174,24 @@ def test_a_lossy_run_leaves_out_what_calibrate_measured(
     assert [r for r in lossy_rows if r[0] not in lossy_items] == [
         r for r in full_rows if r[0] not in lossy_items
     ]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_readmes_lossy_panel_runs_as_shipped(
+    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: `juryflow run ... --panel examples/panel.sim-3span-lossy.yaml`, the
+    stand-in's port in place of 8765."""
+    monkeypatch.setenv("JURYFLOW_STUB_KEY", "anything")
+    shipped = (REPO / "examples" / "panel.sim-3span-lossy.yaml").read_text(encoding="utf-8")
+    base = stub.openai_base_url.removesuffix("/v1")
+    panel = tmp_path / "panel.sim-3span-lossy.yaml"
+    panel.write_text(shipped.replace("http://127.0.0.1:8765", base), encoding="utf-8")
+    summary = _run(tmp_path / "lossy.duckdb", panel)
+    assert summary["items_stopped_lossy"] > 0
+    with Store(tmp_path / "lossy.duckdb").read() as con:
+        reasons = con.execute(
+            "SELECT DISTINCT reason FROM skipped_judgments WHERE run_id = ? ORDER BY 1",
+            [summary["run_id"]],
+        ).fetchall()
+    assert reasons == [("decided",), ("lossy",)]

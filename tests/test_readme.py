@@ -143,6 +143,11 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_early_stop_runs.py",
         "early_stop=True",
     ),
+    "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
+    "--panel examples/panel.sim-3span-lossy.yaml": (
+        "tests/test_lossy_stop.py",
+        "panel.sim-3span-lossy.yaml",
+    ),
     "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml": (
         "tests/test_runs_cli.py",
         "panel.stub.yaml",
