@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import typer
 from typer.testing import CliRunner
 
 from juryflow.cli import app
+from tests.conftest import REPO, SAMPLE
 
 runner = CliRunner()
+JURYFLOW = str(Path(sys.executable).with_name("juryflow"))
 WIDE = {"COLUMNS": "200"}
 
 
@@ -34,3 +41,46 @@ def test_help_shows_flags_without_a_bool_placeholder() -> None:
         assert flag in run_help
     # options that take a value still say what it is
     assert "<int>" in run_help and "USD" in run_help
+
+
+def _juryflow(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    for name in ("JURYFLOW_DB", "PREFECT_API_URL"):
+        if name not in env:
+            environment.pop(name, None)
+    return subprocess.run(
+        [JURYFLOW, *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_dotenv_file_in_the_current_folder_is_read_and_the_environment_wins(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".env").write_text('# keys and settings\nexport JURYFLOW_DB="from-env.duckdb"\n')
+    from_file = _juryflow(tmp_path, "runs")
+    assert "from-env.duckdb" in from_file.stderr, from_file.stderr
+    from_environment = _juryflow(tmp_path, "runs", JURYFLOW_DB="mine.duckdb")
+    assert "mine.duckdb" in from_environment.stderr
+    assert "from-env.duckdb" not in from_environment.stderr
+
+
+def test_an_unreadable_dotenv_file_is_one_warning(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_bytes(b"ANTHROPIC_API_KEY=\xff\xfe\n")  # not UTF-8
+    result = _juryflow(tmp_path, "runs")
+    assert "warning:" in result.stderr and ".env was not read" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_panel_yaml_in_the_current_folder_is_the_panel_without_panel(tmp_path: Path) -> None:
+    shutil.copy(REPO / "examples" / "panel.offline-qa.yaml", tmp_path / "panel.yaml")
+    args = ("run", str(SAMPLE), "--dry-run", "--limit", "2")
+    found = _juryflow(tmp_path, *args)
+    assert found.returncode == 0, found.stderr
+    assert "panel: panel.yaml in this folder (no --panel given)" in found.stderr
+    assert "panel offline-qa" in found.stdout
+    named = _juryflow(tmp_path, *args, "--panel", str(REPO / "examples" / "panel.offline.yaml"))
+    assert named.returncode == 0, named.stderr
+    assert "panel offline-default" in named.stdout and "in this folder" not in named.stderr
+    (tmp_path / "panel.yaml").unlink()
+    embedded = _juryflow(tmp_path, *args)
+    assert "panel offline-default" in embedded.stdout and "in this folder" not in embedded.stderr

@@ -8,10 +8,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from juryflow.cli.user_files import default_panel, load_env_file
 from juryflow.flows.runtime.allocator import limit_malloc_arenas
 from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_prefect_logging
 
 limit_malloc_arenas()  # before Prefect and DuckDB start their threads
+_ENV_WARNING = load_env_file()  # before the offline defaults: a .env's settings win over them
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
 from juryflow.cli.help_format import App  # noqa: E402
@@ -34,6 +36,8 @@ app = App(
 )
 console = Console()
 err = Console(stderr=True)
+if _ENV_WARNING:
+    err.print(output.plain(f"warning: {_ENV_WARNING}", "yellow", one_line=True), soft_wrap=True)
 
 
 def _version(value: bool) -> None:
@@ -66,7 +70,8 @@ def run(
         str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
     ] = None,
     panel: Annotated[
-        str | None, typer.Option(help="Panel YAML file (default: the offline panel).")
+        str | None,
+        typer.Option(help="Panel YAML file (default: ./panel.yaml, else the offline panel)."),
     ] = None,
     db: DbOption = None,
     map_: Annotated[
@@ -180,6 +185,9 @@ def run(
             checked_shard(shard, run_id, resume)
             check_workers(workers, distributed=dask is not None, max_cost=max_cost)
             mapping = parse_mapping(map_ or [])
+            panel, panel_note = default_panel(panel, resume)
+            if panel_note:
+                err.print(output.plain(panel_note, one_line=True), soft_wrap=True)
             if dry_run:
                 estimate_dry_run(console, dataset, panel, db, mapping, quorum, no_cache, max_chars,
                                  limit, sample, seed, max_cost, resume, batch)  # fmt: skip
