@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import typer
 from typer.testing import CliRunner
 
@@ -84,3 +87,39 @@ def test_panel_yaml_in_the_current_folder_is_the_panel_without_panel(tmp_path: P
     (tmp_path / "panel.yaml").unlink()
     embedded = _juryflow(tmp_path, *args)
     assert "panel offline-default" in embedded.stdout and "in this folder" not in embedded.stderr
+
+
+def test_view_open_opens_the_browser_at_the_url_it_serves(tmp_path: Path) -> None:
+    from juryflow.storage.store import Store
+
+    db = tmp_path / "evals.duckdb"
+    Store(db).migrate()
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}\n')
+    browser.chmod(0o755)
+    env = {**os.environ, "BROWSER": str(browser)}
+    process = subprocess.Popen(
+        [JURYFLOW, "view", "--db", str(db), "--port", "0", "--open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = next(word for word in line.split() if word.startswith("http://"))
+        for _ in range(600):  # the browser command runs from a thread; no timing is asserted
+            if opened.exists() and opened.read_text():
+                break
+            time.sleep(0.1)
+        assert opened.read_text() == url
+        assert httpx.get(url, timeout=30).status_code == 200
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0 and "warning" not in stderr, stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -67,6 +67,9 @@ def view_command(
         str | None,
         typer.Option(help="Who adjudicates (default: $JURYFLOW_REVIEWER, else your user name)."),
     ] = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open it in your browser ($BROWSER, else the default).")
+    ] = False,
 ) -> None:
     """Browse the store's runs and items in a browser, and adjudicate what the judges dispute."""
     from juryflow.viewer.security import LOOPBACK_HOSTS
@@ -118,11 +121,34 @@ def view_command(
                 ),
                 soft_wrap=True,
             )
+            if open_browser:
+                _open_in_browser(url_of(sock))
             serve(server, sock)
     except KeyboardInterrupt:  # a Ctrl-C in the instant before the handler was in place
         pass
     finally:
         sock.close()
+
+
+def _open_in_browser(url: str) -> None:
+    """Open ``url`` from a thread: the socket already listens, so the page waits for the
+    server rather than the server for a browser command that may not return at once."""
+    import threading
+    import webbrowser
+
+    def opening() -> None:
+        try:
+            opened = webbrowser.open(url)
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            err.print(
+                output.plain(f"warning: no browser could be opened; go to {url}", one_line=True),
+                style="yellow",
+                soft_wrap=True,
+            )
+
+    threading.Thread(target=opening, name="juryflow-open-browser", daemon=True).start()
 
 
 def register(app: typer.Typer) -> None:
