@@ -100,6 +100,12 @@ consensus:
 _PANEL_TEXT = f"""\
 # A starter panel that runs as written: three offline detectors, no network, no key.
 #   juryflow run {DATASET} --panel {PANEL}
+# They check a response against a structured record (data-to-text, as in {DATASET}). For
+# free text, juryflow ships two offline panels in its examples/ folder:
+#   answers to a question over passages: panel.offline-qa.yaml (grounding, facts, polarity)
+#   summaries of an article: panel.offline-summary.yaml (grounding-clauses, facts, polarity)
+# Their detectors go in this list the same way, e.g. {{id: facts, provider: offline,
+# detector: facts}}.
 name: starter
 judges:
 {_DETECTORS}\
