@@ -123,3 +123,30 @@ def test_view_open_opens_the_browser_at_the_url_it_serves(tmp_path: Path) -> Non
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_serve_names_the_api_it_was_given_rather_than_asking_for_one(tmp_path: Path) -> None:
+    from tests.prefect_server import running_prefect_server
+
+    with running_prefect_server(tmp_path) as env:
+        api = env["PREFECT_API_URL"]
+        process = subprocess.Popen(
+            [JURYFLOW, "serve"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    assert f"on the Prefect server {api}" in line, line
+    assert "set PREFECT_API_URL" not in line

@@ -127,6 +127,14 @@ def _owned_server_class() -> Any:
     return OwnedServer
 
 
+def configured_api_url() -> str | None:
+    """The Prefect API this process talks to (``PREFECT_API_URL`` from the environment or
+    the active profile), None when Prefect would start a temporary one."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or None
+
+
 def needs_ephemeral_server() -> bool:
     """True when Prefect would start an ephemeral server: when no API URL is set.
 

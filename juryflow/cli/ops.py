@@ -226,15 +226,23 @@ def serve_command(
     timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
 ) -> None:
     """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""
+    from juryflow.flows.runtime.prefect_server import configured_api_url
     from juryflow.flows.serve import ServeError, check_no_collision, serve_nightly
 
     try:
         check_no_collision()
     except ServeError as error:
         _fail(str(error))
+    api = configured_api_url()
+    where = (
+        f"on the Prefect server {api} (its UI: {api.removesuffix('/api')})"
+        if api
+        else "on a temporary Prefect server that ends with this command; to see them in a UI, "
+        "`juryflow server start` and set PREFECT_API_URL"
+    )
     console.print(
-        "serving evaluate-serve and regression-serve; set PREFECT_API_URL to a server "
-        "started with `prefect server start` to see them in its UI (Ctrl-C stops)"
+        output.plain(f"serving evaluate-serve and regression-serve {where} (Ctrl-C stops)"),
+        soft_wrap=True,
     )
     serve_nightly(
         dataset=dataset,
