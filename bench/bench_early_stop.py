@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, machine, prefect_env, quiet, temp_dir
+from bench_cost import DECISION
 
 DEV = REPO.parent / "shared" / "data" / "ragtruth" / "data2txt_dev.jsonl"
 KEY_ENV = "JURYFLOW_BENCH_EARLY_KEY"
@@ -37,13 +38,6 @@ JUDGES = (
     ("strong", "anthropic", "stub-sim-spans-r0.8-f0.1-j0.2-n0.1"),
     ("medium", "openai", "stub-sim-spans-r0.6-f0.3-j0.3-n0.2"),
     ("weak", "openai", "stub-sim-spans-r0.4-f0.5-j0.4-n0.2-o0.3-b0.05"),
-)
-DECISION = (
-    "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
-    "list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
-    "FILTER (WHERE s.item_id IS NOT NULL) "
-    "FROM consensus c LEFT JOIN consensus_spans s USING (run_id, item_id) "
-    "WHERE c.run_id = ? GROUP BY ALL ORDER BY c.item_id"
 )
 
 
