@@ -9,6 +9,9 @@
    crossed, so that a Prefect automation on "flow run failed" can alert. Either way the
    message also notes a check that could not be applied (a suite too small for the
    Wilcoxon test to ever reach significance passes the mean-increase gate by default).
+   The summary says how many items paired with the baseline, and warns when few did or
+   when the baseline's panel, consensus rule or calibration differ
+   (:mod:`juryflow.analysis.regression_baseline`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
+from juryflow.analysis.regression_baseline import baseline_warnings
 from juryflow.flows.artifacts import publish_comparison_artifacts, publish_report_link
 from juryflow.flows.evaluate import evaluate
 from juryflow.maths.regression_stats import (
@@ -27,7 +31,12 @@ from juryflow.maths.regression_stats import (
     gate_notes,
     regression_message,
 )
-from juryflow.storage.comparisons import compare_stored, last_good_run, save_comparison
+from juryflow.storage.comparisons import (
+    compare_stored,
+    judged_item_count,
+    last_good_run,
+    save_comparison,
+)
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS
 from juryflow.storage.store import Store
 
@@ -37,7 +46,12 @@ class BaselineError(ValueError):
 
 
 class RegressionDetected(RuntimeError):
-    """Raised by ``await regression(...)`` (without ``return_state``) when the run regressed."""
+    """Raised by ``await regression(...)`` (without ``return_state``) when the run regressed;
+    ``result`` is what a passing run returns (the comparison, its baseline and warnings)."""
+
+    def __init__(self, message: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.result = result or {}
 
 
 def resolve_baseline(store: Store, baseline: str, suite: str, run_id: str) -> str | None:
@@ -67,6 +81,10 @@ def compare_runs(
     comparison_id = save_comparison(
         store, run_id, baseline_run_id, comparison, thresholds, problems, message
     )
+    run, baseline = store.get_run(run_id), store.get_run(baseline_run_id)
+    assert run is not None and baseline is not None  # both resolved before
+    n_items = judged_item_count(store, run_id)
+    warnings = baseline_warnings(run, baseline, n_items, comparison.score.n_paired)
 
     def num(value: float) -> float | None:
         return None if math.isnan(value) else value
@@ -79,6 +97,8 @@ def compare_runs(
         "notes": notes,
         "message": message,
         "n_paired": comparison.score.n_paired,
+        "n_items": n_items,
+        "baseline_warnings": warnings,
         "mean_delta": num(comparison.score.mean_delta),
         "p_value": num(comparison.score.p_value),
         "flips_to_hallucinated": comparison.flips_to_hallucinated,
@@ -160,9 +180,20 @@ async def regression(
         # After the comparison is stored, so the report shows the regression deltas.
         await publish_report_link(store, run_id, report)
     result = {**summary, "suite": run.suite, "comparison": outcome, "message": outcome["message"]}
-    logger.info("run %s vs baseline %s: %s", run_id, baseline_id, outcome["message"])
+    logger.info(
+        "run %s vs baseline %s: %d of %d items paired: %s",
+        run_id,
+        baseline_id,
+        outcome["n_paired"],
+        outcome["n_items"],
+        outcome["message"],
+    )
+    for warning in outcome["baseline_warnings"]:
+        # INFO: the command line, which quiets Prefect's INFO, prints them once itself
+        logger.info("warning: %s", warning)
     if outcome["regressed"]:
         # The exception as data: calling the flow raises it, and the state's message is
         # exactly what regressed (the comparison itself is in DuckDB).
-        return Failed(message=outcome["message"], data=RegressionDetected(outcome["message"]))
+        failed = RegressionDetected(outcome["message"], result)
+        return Failed(message=outcome["message"], data=failed)
     return Completed(message=outcome["message"], data=result)

@@ -64,6 +64,13 @@ def compare_stored(store: Store, baseline_run_id: str, run_id: str) -> Compariso
     )
 
 
+def judged_item_count(store: Store, run_id: str) -> int:
+    """The items ``run_id`` judged (scored or not): what a comparison's pairs are out of."""
+    with store.read() as con:
+        row = con.execute("SELECT count(*) FROM items WHERE run_id = ?", [run_id]).fetchone()
+    return int(row[0]) if row else 0
+
+
 def last_good_run(store: Store, suite: str, exclude_run_id: str | None = None) -> str | None:
     """The newest completed run of ``suite`` that no comparison found regressed.
 

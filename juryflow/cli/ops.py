@@ -70,7 +70,7 @@ def regression_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
 ) -> None:
     """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
-    from juryflow.flows.regression import regression
+    from juryflow.flows.regression import RegressionDetected, regression
     from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
 
     if quorum is not None and quorum < 1:
@@ -105,15 +105,37 @@ def regression_command(
         _fail(str(error))
         return
     if state.is_failed():
-        err.print(output.plain(state.message, "bold red"), soft_wrap=True)
+        detected = state.result(raise_on_failure=False)
+        if isinstance(detected, RegressionDetected) and detected.result:
+            _print_regression(detected.result, baseline, err, "bold red")
+        else:
+            err.print(output.plain(state.message, "bold red"), soft_wrap=True)
         raise typer.Exit(code=1)
     if not state.is_completed():
         _fail(f"the regression flow ended {state.type.value}: {state.message}")
-    result = state.result()
-    console.print(
-        output.plain(f"run {result['run_id']} (suite {result['suite']}): {result['message']}"),
+    _print_regression(state.result(), baseline, console)
+
+
+def _print_regression(result: dict[str, Any], baseline: str, to: Console, style: str = "") -> None:
+    """The outcome naming the baseline and how many items paired with it; then a warning
+    line for each reason the baseline may not be comparable (stderr)."""
+    head = f"run {result['run_id']} (suite {result['suite']})"
+    comparison = result.get("comparison")
+    if comparison is None:  # nothing to compare with: the message says so
+        to.print(output.plain(f"{head}: {result['message']}", style), soft_wrap=True)
+        return
+    chosen = "the suite's last successful run" if baseline in ("last", "") else "pinned"
+    to.print(
+        output.plain(
+            f"{head} vs baseline {comparison['baseline_run_id']} ({chosen}): "
+            f"{comparison['n_paired']} of {comparison['n_items']} items paired; "
+            f"{result['message']}",
+            style,
+        ),
         soft_wrap=True,
     )
+    for warning in comparison.get("baseline_warnings", []):
+        err.print(output.plain(f"warning: {warning}", "yellow"), soft_wrap=True)
 
 
 def reaggregate_command(
