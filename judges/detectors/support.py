@@ -58,10 +58,19 @@ been", "was able to", "made their way"); they carry no claim the source could la
 _META = re.compile(
     r"^\W*(?:sure\b|here(?:'s|’s|\s+is|\s+are)\b|okay\b|ok\b|certainly\b|i\s+hope\b"
     r"|(?:in\s+)?summary\b|based\s+on\s+(?:the|these|this)\s+(?:given\s+|provided\s+)?"
-    r"(?:passages?|article|information|text|news)\b[^.!?]*[:,]\s*$)",
+    r"(?:passages?|article|information|text|news)\b[^.!?]*[:,]\s*$"
+    r"|(?:please\s+)?(?:let\s+me\s+know|feel\s+free)\b)",
     re.IGNORECASE,
 )
-"""A sentence about the response itself ("Sure! Here's a summary in 64 words:"), not a claim."""
+"""A sentence about the response itself ("Sure! Here's a summary in 64 words:", "Let me
+know if you have other questions"), not a claim."""
+_SOURCE_WORD = re.compile(
+    r"\b(?:passages?|article|text|context|information\s+(?:provided|given))\b", re.IGNORECASE
+)
+_SILENCE = re.compile(
+    r"\b(?:no|not|unable|neither|nor|none)\b|n[’']t\b|\b(?:lacks?|silent|unclear)\b",
+    re.IGNORECASE,
+)
 
 _CLAUSE_BREAK = re.compile(
     r"[,;:()]\s+|\s+(?:and|but|while|whereas|although|which|who|where|after|before|because"
@@ -91,8 +100,12 @@ def content_words(text: str, start: int, end: int) -> list[tuple[str, int, int]]
 
 
 def is_meta(sentence: str) -> bool:
-    """The sentence speaks of the response itself (a preamble), so it claims nothing."""
-    return bool(_META.search(sentence))
+    """The sentence speaks of the response itself (a preamble, an offer of more help), or
+    says what the source does not say ("the passages do not mention the dose"), so it
+    claims nothing about the world."""
+    if _META.search(sentence):
+        return True
+    return bool(_SOURCE_WORD.search(sentence)) and bool(_SILENCE.search(sentence))
 
 
 def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
