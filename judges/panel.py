@@ -169,6 +169,9 @@ class JudgeSpec(BaseModel):
     batch: bool | None = None
     """Send this judge's calls through its provider's batch API (at its batch prices);
     None: as the panel's ``batch`` says."""
+    family: str | None = Field(default=None, min_length=1)
+    """The model family the self-preference probe counts this judge in (``openai``,
+    ``meta``, ...); default: read from ``model`` by :mod:`juryflow.judges.families`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -262,6 +265,8 @@ class JudgeSpec(BaseModel):
         """
         data = self.model_dump(mode="json")
         data["headers"] = {name: "<redacted>" for name in self.headers}
+        if self.family is None:  # runs stored before the key existed compare equal
+            del data["family"]
         if self.base_url is not None:
             data["base_url"] = redact_url(self.base_url)
         return data

@@ -27,7 +27,20 @@ score    ``p``     specificity: chance a clean response scores 0.0, else 0.3 (tw
 score    ``m``     mild: chance a mild case (one gold span, under 15% of the response) scores
                    0.3 rather than 0.6, so a ``> 0.5`` threshold misses it (0)
 both     ``b``     broken: chance the answer is truncated JSON, so the judgment is unscored (0)
+both     ``L``     length bias: chance that a clean response *longer* than the median length
+                   of the gold set's clean responses is flagged, and that a hallucinated
+                   response *not longer* than the median of the hallucinated ones is passed
+                   (0); so, for a judge otherwise right on the verdict, the flag rate of long
+                   responses exceeds that of short ones by ``L`` within each gold stratum,
+                   the length effect ``juryflow agreement --bias`` measures
+both     ``F``     flip: chance the verdict is the opposite of gold's, whatever the length (0)
 =======  ========  ===========================================================================
+
+A response the judge is made to flag (``L``, ``F``) scores 0.6, or has one whole sentence
+flagged (the whole text when no sentence of 20 characters is found once); one it is made to
+pass scores 0.0 or has no span. At ``L`` (or ``F``) 0 no extra draw is made, so a judge's
+answers without them are the same as before they existed. The upper-case letters are the
+biases, which the name-parsing keeps apart from the lower-case quality parameters.
 
 A detected hallucination scores 1.0 when gold spans cover at least 40% of the response or
 number four or more, 0.6 for two or three (or when the gold set has a verdict but no spans),
@@ -48,6 +61,7 @@ import hashlib
 import math
 import random
 import re
+import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +86,7 @@ _ARTICLE = re.compile(
     r"\*\*Generated Article:\*\*\n(.*?)(?:\n\n## Output Format Requirements|\n?\Z)", re.DOTALL
 )
 _ESCAPED_TAG = re.compile(r"&lt;(/?)([A-Za-z_][\w-]*)&gt;")
-_PARAM = re.compile(r"([a-z])(\d+(?:\.\d*)?|\.\d+)")
+_PARAM = re.compile(r"([a-zA-Z])(\d+(?:\.\d*)?|\.\d+)")
 _WORD = re.compile(r"\S+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _EDGE = ".,;:!?\"'()[]"
@@ -106,6 +120,8 @@ class Gold(Mapping[str, GoldEntry]):
     entries: Mapping[str, GoldEntry]
     spans_per_item: float = field(init=False)
     span_lengths: tuple[int, ...] = field(init=False)
+    median_lengths: tuple[float, float] = field(init=False)
+    """Median response length of the clean and of the hallucinated responses (``L``)."""
     _by_length: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +130,15 @@ class Gold(Mapping[str, GoldEntry]):
         object.__setattr__(self, "entries", dict(self.entries))
         object.__setattr__(self, "spans_per_item", per_item)
         object.__setattr__(self, "span_lengths", lengths or (_DEFAULT_SPAN_LENGTH,))
+        clean, hallucinated = (
+            float(
+                statistics.median(
+                    [len(r) for r, e in self.entries.items() if e.hallucinated is v] or [0]
+                )
+            )
+            for v in (False, True)
+        )
+        object.__setattr__(self, "median_lengths", (clean, hallucinated))
         # Longest first, so a response that contains another one is preferred over it.
         object.__setattr__(self, "_by_length", tuple(sorted(self.entries, key=len, reverse=True)))
 
@@ -194,6 +219,8 @@ class SimSpans:
     near_miss: float = 0.0
     over_flag: float = 0.0
     broken: float = 0.0
+    length_bias: float = 0.0
+    flip: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +229,8 @@ class SimScore:
     specificity: float = 1.0
     mild: float = 0.0
     broken: float = 0.0
+    length_bias: float = 0.0
+    flip: float = 0.0
 
 
 _SPANS_PARAMS = {
@@ -211,8 +240,17 @@ _SPANS_PARAMS = {
     "n": "near_miss",
     "o": "over_flag",
     "b": "broken",
+    "L": "length_bias",
+    "F": "flip",
 }
-_SCORE_PARAMS = {"s": "sensitivity", "p": "specificity", "m": "mild", "b": "broken"}
+_SCORE_PARAMS = {
+    "s": "sensitivity",
+    "p": "specificity",
+    "m": "mild",
+    "b": "broken",
+    "L": "length_bias",
+    "F": "flip",
+}
 
 
 def parse_sim(answer: str) -> SimSpans | SimScore:
@@ -261,9 +299,37 @@ def sim_answer(
     if rng.random() < params.broken:
         return SimAnswer("broken")
     entry = gold[response]
+    forced = _forced_verdict(params, entry, len(response), gold, rng)
+    if forced is not None:
+        return _forced_answer(params, forced, response, rng)
     if isinstance(params, SimScore):
         return SimAnswer("score", score=_sim_score(params, entry, response, rng))
     return SimAnswer("spans", spans=_sim_spans(params, entry, response, gold, rng))
+
+
+def _forced_verdict(
+    params: SimSpans | SimScore, entry: GoldEntry, length: int, gold: Gold, rng: random.Random
+) -> bool | None:
+    """The verdict the length bias or a flip imposes (the opposite of gold's), or None."""
+    long = length > gold.median_lengths[entry.hallucinated]
+    # Draw only for a bias the judge has, so judges without one answer as they always did.
+    leans = long != entry.hallucinated
+    if params.length_bias and leans and rng.random() < params.length_bias:
+        return not entry.hallucinated
+    if params.flip and rng.random() < params.flip:
+        return not entry.hallucinated
+    return None
+
+
+def _forced_answer(
+    params: SimSpans | SimScore, flag: bool, response: str, rng: random.Random
+) -> SimAnswer:
+    if isinstance(params, SimScore):
+        return SimAnswer("score", score=0.6 if flag else 0.0)
+    if not flag:
+        return SimAnswer("spans")
+    sentence = _sentence(response, [], rng) or _strip(response, 0, len(response))
+    return SimAnswer("spans", spans=(response[sentence[0] : sentence[1]],))
 
 
 def _sim_score(params: SimScore, entry: GoldEntry, response: str, rng: random.Random) -> float:
