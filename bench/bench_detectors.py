@@ -15,7 +15,7 @@ default the bundled 60-row sample, which the detectors were tuned on) and for th
 that tuning shows up as a gap between the two.
 
 Run: .venv/bin/python bench/bench_detectors.py [PATH] [--panel PANEL] [--all-detectors]
-[--apart [SAMPLE]] [--misses N]
+[--question] [--apart [SAMPLE]] [--misses N]
 (PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample;
 e.g. ../shared/data/ragtruth/qa_dev.jsonl, ../shared/data/ragtruth/summary_dev.jsonl.)
 """
@@ -77,7 +77,9 @@ class Predictions:
     seconds: dict[str, float]
 
 
-def load(path: Path) -> list[Row]:
+def load(path: Path, question: bool = False) -> list[Row]:
+    """The rows of ``path``; with ``question``, a QA row's question is put before its
+    passages in the reference (as a dataset whose reference column holds both would)."""
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -88,7 +90,11 @@ def load(path: Path) -> list[Row]:
             Row(
                 id=str(raw["id"]),
                 source_id=str(raw.get("source_id", raw["id"])),
-                reference=raw["reference"],
+                reference=(
+                    f"{raw['question']}\n\n{raw['reference']}"
+                    if question and raw.get("question")
+                    else raw["reference"]
+                ),
                 response=raw["response"],
                 gold=gold,
                 hallucinated=bool(raw.get("hallucinated", bool(gold))),
@@ -275,6 +281,11 @@ def main() -> None:
         help="offline panel whose detectors and consensus are scored (default: by task_type)",
     )
     parser.add_argument(
+        "--question",
+        action="store_true",
+        help="put a QA row's question before its passages in the reference",
+    )
+    parser.add_argument(
         "--all-detectors",
         action="store_true",
         help="score every registered detector, not only the panel's",
@@ -289,7 +300,7 @@ def main() -> None:
         help="score the rows in SAMPLE (by id; default the bundled sample) and the rest apart",
     )
     args = parser.parse_args()
-    rows = load(args.path)
+    rows = load(args.path, question=args.question)
     panel_path, panel = panel_for(rows, args.panel)
     in_panel = [str(spec.detector) for spec in panel.judges]
     names = detector_names() if args.all_detectors else list(dict.fromkeys(in_panel))
