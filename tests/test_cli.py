@@ -28,7 +28,7 @@ def test_run_prints_progress_and_a_summary(tmp_path: Path) -> None:
         "mean score spread",
         "run",
         "store",
-        "juryflow sql",
+        "juryflow agreement",
     ):
         assert label in out
     assert str(db) in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -150,3 +152,59 @@ def test_serve_names_the_api_it_was_given_rather_than_asking_for_one(tmp_path: P
                 process.wait()
     assert f"on the Prefect server {api}" in line, line
     assert "set PREFECT_API_URL" not in line
+
+
+def _table_row(output: str, name: str) -> str:
+    rows = [line for line in output.splitlines() if line.startswith(f"│ {name} ")]
+    assert len(rows) == 1, (name, output)
+    return rows[0]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_ends_with_a_table_per_judge_and_the_commands_to_look_further(
+    tmp_path: Path,
+) -> None:
+    from juryflow.analysis.agreement_report import agreement_report
+    from juryflow.storage.store import Store
+
+    db = tmp_path / "s.duckdb"
+    result = runner.invoke(app, ["run", str(SAMPLE), "--db", str(db), "--limit", "20"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    report = agreement_report(Store(db))
+    assert "F1 vs gold" in out
+    for judge in report.judge_summaries:
+        row = _table_row(out, judge.judge_id)
+        accuracy = next(a for a in report.accuracy if a.predictor == judge.judge_id)
+        assert accuracy.response is not None and accuracy.response.f1 is not None
+        assert judge.flag_rate is not None
+        for figure in (
+            f"{judge.n_scored}/{judge.n_items}",
+            f"{100 * judge.flag_rate:.1f} %",
+            f"{accuracy.response.f1:.3f}",
+        ):
+            assert figure in row, (figure, row)
+    consensus = next(a for a in report.accuracy if a.predictor == "consensus")
+    assert consensus.response is not None and consensus.response.f1 is not None
+    assert f"{consensus.response.f1:.3f}" in _table_row(out, "consensus")
+    assert f"juryflow agreement {report.run_id} --db {db}" in out
+    assert f"juryflow view --db {db} --open" in out
+    assert "juryflow sql" not in out
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_without_labels_the_judge_table_has_no_f1(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:8]]
+    unlabelled = tmp_path / "unlabelled.jsonl"
+    unlabelled.write_text(
+        "".join(
+            json.dumps({k: v for k, v in row.items() if k not in ("labels", "hallucinated")})
+            + "\n"
+            for row in rows
+        )
+    )
+    db = tmp_path / "s.duckdb"
+    result = runner.invoke(app, ["run", str(unlabelled), "--db", str(db)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "flag rate" in result.output and "F1 vs gold" not in result.output
+    assert "8/8" in _table_row(result.output, "numbers")

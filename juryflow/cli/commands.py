@@ -282,7 +282,11 @@ def run(
         except (DatasetError, PanelError, ValueError, RuntimeError) as error:
             fail(str(error))
             return
-    output.print_run_summary(console, summary)
+    from juryflow.terminal.judge_table import judges_of_run
+
+    # A shard's summary is its part; the run's judges are judged together once it finishes.
+    judges = judges_of_run(summary) if shard is None else None
+    output.print_run_summary(console, summary, judges)
     from juryflow.analysis.run_health import failure_lines
 
     # A stopped judge or a run mostly without consensus is stored, but is no success.

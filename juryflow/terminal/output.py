@@ -18,17 +18,12 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
     from juryflow.planning.dry_run import DryRun
-
-EXAMPLE_QUERY = (
-    "SELECT judge_id, count(*) AS n, avg(score) AS mean_score, count(*) - count(score) AS "
-    "unscored FROM judgments WHERE run_id = '{run_id}' GROUP BY judge_id"
-)
 
 # C0 controls (ESC among them), DEL, C1 controls (0x9b is a one-byte CSI on some
 # terminals) and the bidirectional overrides that make text display in another order
@@ -217,7 +212,11 @@ def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
+def print_run_summary(
+    console: Console, summary: dict[str, Any], judges: RenderableType | None = None
+) -> None:
+    """The run's figures, its warnings and unscored reasons, ``judges`` (the per-judge
+    table) and the commands that look further."""
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -256,10 +255,17 @@ def print_run_summary(console: Console, summary: dict[str, Any]) -> None:
             console.print(Text(line), soft_wrap=True)
         if summary["rejected_rows"] > 10:
             console.print(f"  … and {summary['rejected_rows'] - 10} more")
-    console.print("\nTry next:")
-    query = EXAMPLE_QUERY.format(run_id=summary["run_id"])
-    command = f'  juryflow sql "{query}" --db {shlex.quote(str(summary["db"]))}'
-    console.print(plain(command, one_line=True), soft_wrap=True)
+    if judges is not None:
+        console.print()
+        console.print(judges)
+    console.print("\nNext:")
+    db = shlex.quote(str(summary["db"]))
+    for command, what in (
+        (f"juryflow agreement {summary['run_id']} --db {db}", "how far the judges agree, and "
+         "how right they are against the human labels"),
+        (f"juryflow view --db {db} --open", "each item with what every judge flagged"),
+    ):  # fmt: skip
+        console.print(plain(f"  {command}   # {what}", one_line=True), soft_wrap=True)
 
 
 def _usd(value: float | None) -> str:
