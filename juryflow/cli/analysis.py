@@ -141,7 +141,7 @@ def _pairs_table(group: GroupAgreement) -> FitTable:
         ("span items", "right"),
         ("span F1", "right"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify)
     for p in group.pairs:
         table.add_row(
             plain(p.judge_a),
@@ -168,7 +168,7 @@ def _judges_table(report: AgreementReport) -> FitTable:
         ("span F1 vs consensus", "right"),
         ("span P / R", "right"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify)
     for j in report.judge_summaries:
         table.add_row(
             plain(j.judge_id),
