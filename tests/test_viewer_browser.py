@@ -222,3 +222,71 @@ def test_adjudicate_an_item_in_the_browser(
     assert consensus["n_items"] == 1
     assert (shots / "item.png").stat().st_size > 10_000
     assert (shots / "items.png").stat().st_size > 10_000
+
+
+def test_items_table_fits_a_1400_px_window(
+    store: tuple[Path, str], viewer: RunningViewer, browser: Any
+) -> None:
+    """The items table was 1,441 px wide in a 1,400 px window: the gold column was cut."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    _, run_id = store
+    browser.get(f"{viewer.url.rstrip('/')}/runs/{run_id}/items")
+    _wait(browser, ec.presence_of_element_located((By.ID, "items-table")))
+    right, viewport, heading = browser.execute_script(
+        "const th = Array.from(document.querySelectorAll('#items-table thead th')).at(-1);"
+        "return [th.getBoundingClientRect().right, document.documentElement.clientWidth,"
+        " th.textContent.trim()];"
+    )
+    assert heading.startswith("gold")
+    assert right <= viewport, f"the gold column ends at {right} px, the window at {viewport}"
+
+
+def _rgb(css: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+
+
+def test_gold_outline_is_told_apart_from_every_judge_and_the_reference_sits_beside_the_text(
+    store: tuple[Path, str], viewer: RunningViewer, browser: Any
+) -> None:
+    """Gold was a solid green outline, near the `content` judge's green underline; the
+    reference was a Python repr far below the text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    db, run_id = store
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute(
+            "SELECT item_id FROM items WHERE run_id = ? AND json_array_length(gold_spans) > 0 "
+            "ORDER BY item_id LIMIT 1",
+            [run_id],
+        ).fetchone()
+    finally:
+        con.close()
+    assert row is not None, "the sample has gold spans"
+    browser.get(f"{viewer.url.rstrip('/')}/runs/{run_id}/item?id={row[0]}")
+    _wait(browser, ec.presence_of_element_located((By.ID, "item-text")))
+    gold = browser.execute_script(
+        "const s = getComputedStyle(document.querySelector('#item-text .swatch.L-gold'));"
+        "return [s.outlineStyle, s.outlineColor];"
+    )
+    judges = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#item-text .legend .swatch'))"
+        ".filter(e => /L-j\\d/.test(e.className))"
+        ".map(e => getComputedStyle(e).borderBottomColor);"
+    )
+    assert gold[0] == "dashed", gold
+    assert len(judges) == 3
+    for colour in judges:
+        distance = sum((a - b) ** 2 for a, b in zip(_rgb(colour), _rgb(gold[1]), strict=True))
+        assert distance ** 0.5 > 100, f"gold {gold[1]} is too near a judge's {colour}"
+    text, reference = browser.execute_script(
+        "return ['text-heading', 'reference-heading'].map(id => "
+        "document.getElementById(id).closest('section').getBoundingClientRect().toJSON());"
+    )
+    assert reference["left"] >= text["right"], "the reference stands beside the judged text"
+    assert abs(reference["top"] - text["top"]) < 2
+    shown = browser.find_element(By.CSS_SELECTOR, ".reference pre").text
+    assert '"name": ' in shown and "'name'" not in shown and "True" not in shown

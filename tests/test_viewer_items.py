@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 import juryflow
+from juryflow.pages.reference_text import reference_text
 from juryflow.storage.annotations import latest_annotation
 from juryflow.storage.reads.item_queries import item_measures
 from juryflow.storage.store import Store
@@ -379,10 +380,12 @@ def test_item_page_shows_every_judge_the_overlay_and_the_reference(
     response = _texts(stores.db, stores.sample)[item_id]
     assert "".join(unescape(s) for _, _, s in segments) == response
     assert text.count('class="overlay-text"') == 1
-    # the reference data the judges were given
+    # the reference data the judges were given, a Python repr shown as indented JSON
     reference = _sql(stores.db, "SELECT variables->>'reference' FROM items WHERE run_id = ? "
                      "AND item_id = ?", [stores.sample, item_id])[0][0]  # fmt: skip
-    assert unescape(text).count(reference[:200]) == 1
+    shown = reference_text(reference)
+    assert shown != reference and shown.startswith('{\n  "name": ')
+    assert unescape(text).count(shown) == 1
     assert "<details><summary>raw output</summary>" in text or "raw output" not in text
 
 

@@ -120,21 +120,17 @@ def _ref(family: Any, text: str) -> RuleRef | None:
         return None
 
 
-def verdict_reason(rule: RunRule, facts: ItemFacts) -> str:
-    """Why the stored verdict is what it is, in the rule's own terms (no verdict is decided
-    here: ``facts.hallucinated`` is the stored one).
+def verdict_why(rule: RunRule, facts: ItemFacts) -> str:
+    """The rule behind the stored verdict and what it went by, to follow the verdict's word:
+    ``— spans: union marks 2 spans (characters any judge marked)``. No verdict is decided
+    here: ``facts.hallucinated`` is the stored one.
 
     >>> facts = ItemFacts(False, "spans", True, 0, 3, 3, 2, 1.0)
-    >>> verdict_reason(RunRule("median", "majority", "spans"), facts)
-    'clean — spans: majority overlap found no character marked by 2 of 3 judges'
-    >>> verdict_reason(RunRule("median", "union", "spans"), ItemFacts(True, "spans", False, 2, 3, 3, 1))
-    'hallucinated — spans: union marks 2 spans (characters any judge marked)'
-    >>> verdict_reason(RunRule("median", "union", "auto"), ItemFacts(True, "majority", False, 0, 0, 3, 2))
-    'hallucinated — majority of verdicts: 2 of 3 judges said hallucinated'
-    """  # noqa: E501
-    word = verdict_word(facts.hallucinated)
+    >>> verdict_why(RunRule("median", "majority", "spans"), facts)
+    '— spans: majority overlap found no character marked by 2 of 3 judges'
+    """
     if facts.hallucinated is None:
-        return f"{word} (no consensus)"
+        return "(no consensus)"
     rule_name = facts.verdict_rule or rule.verdict
     name, _, param = rule_name.partition(":")
     said = f"{facts.n_said_hallucinated} of {facts.n_scored} judges said hallucinated"
@@ -150,4 +146,18 @@ def verdict_reason(rule: RunRule, facts: ItemFacts) -> str:
         why = f"{rule.score} score {score} is {side} {param or '0.5'}"
     else:
         why = f"{rule.verdict_label(rule_name)}: {said}"
-    return f"{word} — {why}"
+    return f"— {why}"
+
+
+def verdict_reason(rule: RunRule, facts: ItemFacts) -> str:
+    """The stored verdict and why, in the rule's own terms.
+
+    >>> facts = ItemFacts(False, "spans", True, 0, 3, 3, 2, 1.0)
+    >>> verdict_reason(RunRule("median", "majority", "spans"), facts)
+    'clean — spans: majority overlap found no character marked by 2 of 3 judges'
+    >>> verdict_reason(RunRule("median", "union", "spans"), ItemFacts(True, "spans", False, 2, 3, 3, 1))
+    'hallucinated — spans: union marks 2 spans (characters any judge marked)'
+    >>> verdict_reason(RunRule("median", "union", "auto"), ItemFacts(True, "majority", False, 0, 0, 3, 2))
+    'hallucinated — majority of verdicts: 2 of 3 judges said hallucinated'
+    """  # noqa: E501
+    return f"{verdict_word(facts.hallucinated)} {verdict_why(rule, facts)}"

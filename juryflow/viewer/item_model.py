@@ -12,7 +12,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from juryflow.pages.overlay import Layer, Segment, segments
+from juryflow.pages.reference_text import reference_text
+from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_why
 from juryflow.storage.annotations import Annotation
+from juryflow.storage.reads.consensus_facts import ConsensusFacts
 from juryflow.storage.reads.item_queries import (
     ConsensusRecord,
     ItemPage,
@@ -30,7 +33,7 @@ SORT_LABELS: dict[str, str] = {
     "score_spread": "score spread",
     "verdict_split": "verdict split",
     "span_disagreement": "span disagreement",
-    "consensus_score": "consensus score",
+    "consensus_score": "median score",
     "consensus_verdict": "consensus verdict",
     "gold_mismatch": "gold mismatch",
     "item": "item id",
@@ -100,6 +103,8 @@ class ItemsRow:
     """One word per judge of the run, in panel order: hallucinated, clean, unscored, –."""
     gold: str
     gold_mismatch: bool
+    unlocalised: bool = False
+    """The judges agree something is wrong, not where (the stored consensus says so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,9 @@ class ItemsModel:
     clear_href: str
     queue_href: str
     past_the_end: bool
+    verdict_label: str = "consensus"
+    """The consensus verdict column's heading, with the rule that made the verdicts."""
+    unlocalised_note: str = UNLOCALISED_NOTE
 
     @property
     def sort_link(self) -> dict[str, SortLink]:
@@ -149,8 +157,21 @@ def _verdict_cell(verdicts: dict[str, bool | None], judge: str) -> str:
 
 
 def items_model(
-    run_id: str, judges: Sequence[str], query: ItemsQuery, page: ItemPage
+    run_id: str,
+    judges: Sequence[str],
+    query: ItemsQuery,
+    page: ItemPage,
+    rule: RunRule | None = None,
+    verdict_rules: Sequence[str] = (),
+    facts: dict[str, ConsensusFacts] | None = None,
 ) -> ItemsModel:
+    """The items page; ``rule``, ``verdict_rules`` (the run's items' resolved verdict rules)
+    and ``facts`` (the page's items' stored consensus) label the consensus columns and mark
+    the unlocalised items."""
+    rule = rule or RunRule.of(None)
+    facts = facts or {}
+    # one verdict rule over the run (the usual case) is named in the heading
+    shown_rule = verdict_rules[0] if len(verdict_rules) == 1 else None
     item_query = query.query_string()
     rows = tuple(
         ItemsRow(
@@ -167,6 +188,7 @@ def items_model(
             verdicts=tuple(_verdict_cell(row.verdicts, j) for j in judges),
             gold=verdict_word(row.measures["gold_hallucinated"]),
             gold_mismatch=bool(row.measures["gold_mismatch"]),
+            unlocalised=row.item_id in facts and facts[row.item_id].unlocalised,
         )
         for row in page.rows
     )
@@ -187,6 +209,7 @@ def items_model(
         clear_href=items_href(run_id),
         queue_href=f"{run_href(run_id)}/queue",
         past_the_end=not rows and query.page > 1,
+        verdict_label=f"verdict ({rule.verdict_label(shown_rule)})",
     )
 
 
@@ -272,6 +295,14 @@ class ItemModel:
     consensus_spans: tuple[ConsensusSpanView, ...]
     consensus_score: str
     consensus_verdict: str
+    score_label: str
+    """What the consensus score is: ``median score`` (the run's score reducer)."""
+    median_score: str | None
+    """The median too, where the score reducer is another (the items page sorts by it)."""
+    verdict_why: str
+    """The rule behind the verdict and what it went by (``— spans: union marks ...``)."""
+    unlocalised: bool
+    unlocalised_note: str
     gold_verdict: str
     measures: dict[str, str]
     annotation: Annotation | None
@@ -324,7 +355,12 @@ def item_model(
     around: Neighbours,
     *,
     queue: bool,
+    rule: RunRule | None = None,
+    facts: ConsensusFacts | None = None,
 ) -> ItemModel:
+    """One item's page; ``rule`` (the run's stored rule) and ``facts`` (the item's stored
+    consensus with its counts) say which rule made the score and the verdict."""
+    rule = rule or RunRule.of(None)
     text = record.text
     panel_keys = {judge: f"j{k}" for k, judge in enumerate(record.judges)}
     judges = tuple(
@@ -361,7 +397,7 @@ def item_model(
         record=record,
         text=text,
         reference=tuple(
-            (name, value if isinstance(value, str) else str(value))
+            (name, reference_text(value))
             for name, value in record.variables.items()
             if name != record.text_variable
         ),
@@ -386,6 +422,15 @@ def item_model(
         ),
         consensus_score=number(consensus.score if consensus else None, 2),
         consensus_verdict=verdict_word(consensus.hallucinated if consensus else None),
+        score_label=rule.score_label(),
+        median_score=(
+            number(consensus.score_median, 2)
+            if consensus is not None and rule.score != "median"
+            else None
+        ),
+        verdict_why=verdict_why(rule, facts) if facts is not None else "",
+        unlocalised=bool(consensus and consensus.unlocalised),
+        unlocalised_note=UNLOCALISED_NOTE,
         gold_verdict=verdict_word(record.gold_hallucinated),
         measures={
             name: number(around.measures.get(name))

@@ -18,8 +18,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from juryflow.pages.rule_labels import RunRule
 from juryflow.storage.annotations import latest_annotation, next_in_queue, save_annotation
 from juryflow.storage.connection import StoreError, StoreLockedError
+from juryflow.storage.reads import consensus_facts as cf
 from juryflow.storage.reads import item_queries as iq
 from juryflow.viewer import app as viewer_app
 from juryflow.viewer.item_model import item_href, item_model, items_model, run_href
@@ -69,7 +71,12 @@ def items_page(request: Request) -> Response:
             con, run_id, query.item_filter, query.item_order,
             limit=query.per_page, offset=query.offset,
         )  # fmt: skip
-        return items_model(run_id, judges, query, page)
+        return items_model(
+            run_id, judges, query, page,
+            rule=RunRule.of(cf.run_rule(con, run_id)),
+            verdict_rules=cf.run_verdict_rules(con, run_id),
+            facts=cf.consensus_facts(con, run_id, [row.item_id for row in page.rows]),
+        )  # fmt: skip
 
     return viewer_app.render(request, "items.html", m=_read(state, work))
 
@@ -94,12 +101,14 @@ def item_page(request: Request) -> Response:
                 detail=f"no item {item_id!r} in run {run_id}; pick one from its items page",
             )
         around = iq.neighbours(con, run_id, item_id, query.item_filter, query.item_order)
-        return record, query, around
+        rule = RunRule.of(cf.run_rule(con, run_id))
+        facts = cf.consensus_facts(con, run_id, [item_id]).get(item_id)
+        return record, query, around, rule, facts
 
-    record, query, around = _read(state, work)
+    record, query, around, rule, facts = _read(state, work)
     with state.exclusive() as store:
         annotation = latest_annotation(store, run_id, record.item_id)
-    model = item_model(record, annotation, query, around, queue=queue)
+    model = item_model(record, annotation, query, around, queue=queue, rule=rule, facts=facts)
     return viewer_app.render(request, "item.html", m=model, reviewer=state.reviewer)
 
 

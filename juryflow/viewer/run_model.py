@@ -28,8 +28,11 @@ from juryflow.analysis.agreement_report import (
     agreement_report,
 )
 from juryflow.pages.charts import HeatCell, heatmap_svg, histogram_svg
+from juryflow.pages.overlay import JUDGE_COLOURS as OVERLAY_COLOURS
+from juryflow.pages.rule_labels import RunRule
 from juryflow.report.model import GROUP_METRICS
 from juryflow.storage.reads.analysis import ensure_views
+from juryflow.storage.reads.consensus_facts import run_verdict_rules
 from juryflow.storage.reads.report_queries import judge_stats, raw_scores
 from juryflow.storage.reads.run_queries import cost_split, list_runs
 from juryflow.storage.reads.view_queries import ComparisonRow, list_comparisons, run_panels
@@ -37,12 +40,9 @@ from juryflow.storage.store import RunRecord, Store
 from juryflow.terminal.output import duration
 
 ALL_RUNS = 1_000_000
-# The judges' colours of the item pages' span layers (_overlay.css), so that a judge's
+# The judges' colours are the item pages' span layers' (_overlay.css), so that a judge's
 # histogram and its underlines read alike.
-JUDGE_COLOURS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
-)  # fmt: skip
+JUDGE_COLOURS = OVERLAY_COLOURS[:8]
 CONSENSUS_COLOUR = "#b45309"
 
 # -- how numbers read (as `juryflow agreement` prints them) ------------------------------
@@ -290,8 +290,16 @@ def _histograms(
     return charts
 
 
+def verdict_label(run: RunRecord, verdict_rules: Sequence[str]) -> str:
+    """The rule that made the run's consensus verdicts (``spans: union``); ``verdict_rules``
+    are the rules its items were decided by, which resolve a stored ``auto``."""
+    return RunRule.of(run.consensus).verdict_label(
+        verdict_rules[0] if len(verdict_rules) == 1 else None
+    )
+
+
 def _facts(
-    run: RunRecord, summary: dict[str, Any], report: AgreementReport
+    run: RunRecord, summary: dict[str, Any], report: AgreementReport, verdict_rule: str
 ) -> list[tuple[str, str]]:
     rate = summary.get("hallucination_rate")
     facts = [
@@ -305,7 +313,12 @@ def _facts(
         ("started", when(run.started_at)),
         ("finished", when(run.finished_at)),
         ("items", f"{summary['items']} ({summary['insufficient']} below quorum)"),
-        ("hallucinated (consensus)", pct(rate)),
+        (f"hallucinated (consensus verdict, {verdict_rule})", pct(rate)),
+        (
+            "unlocalised",
+            f"{report.unlocalised} of {report.n_items} items (the judges agree something is "
+            "wrong, not where: no character won the span vote)",
+        ),
         (
             "judgments",
             f"{summary['judgments']} ({summary['unscored']} unscored, "
@@ -350,6 +363,8 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
     report = agreement_report(store, run_id)
     summary = {**store.run_summary(run_id), **cost_split(store, run_id)}
     scores, medians = raw_scores(store, run_id)
+    with store.read() as con:
+        verdict_rules = run_verdict_rules(con, run_id)
     judges = [
         JudgeInfo(
             str(row["judge_id"]),
@@ -364,7 +379,7 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
     ]
     return RunPage(
         run=run,
-        facts=_facts(run, summary, report),
+        facts=_facts(run, summary, report, verdict_label(run, verdict_rules)),
         report=report,
         metrics=_metric_rows(report.groups),
         histograms=_histograms(report, scores, medians),
