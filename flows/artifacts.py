@@ -13,8 +13,10 @@ from typing import Any
 
 import duckdb
 
+from juryflow.pages.rule_labels import RunRule
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.connection import StoreError
+from juryflow.storage.reads.consensus_facts import run_verdict_rules
 from juryflow.storage.reads.report_queries import judge_stats
 from juryflow.storage.reads.run_queries import cost_split
 from juryflow.storage.store import Store
@@ -91,10 +93,17 @@ def run_markdown(store: Store, run_id: str) -> str:
             lines.append(f"- **re-aggregated from**: `{_md(run.parent_run_id)}`")
     rate = summary.get("hallucination_rate")
     judges = judge_stats(store, run_id)
+    with store.read() as con:
+        rules = run_verdict_rules(con, run_id)
+    # which rule made the verdicts, so the rate never reads as the median score's
+    verdict_rule = RunRule.of(run.consensus if run else None).verdict_label(
+        rules[0] if len(rules) == 1 else None
+    )
     lines += [
         f"- **items**: {summary['items']} ({summary['insufficient']} below quorum, "
         f"{summary['rejected_rows']} rows rejected)",
-        f"- **hallucinated (consensus)**: {_fmt(rate * 100 if rate is not None else None)} %",
+        f"- **hallucinated (consensus verdict, {_md(verdict_rule)})**: "
+        f"{_fmt(rate * 100 if rate is not None else None)} %",
         f"- **judgments**: {summary['judgments']} ({summary['unscored']} unscored, "
         f"{summary['cache_hits']} from cache)",
         f"- **mean spread between judges**: {_fmt(summary['mean_spread'])}",
@@ -104,7 +113,8 @@ def run_markdown(store: Store, run_id: str) -> str:
         "from the cache".format(**cost_split(store, run_id)),
         *_token_lines(judges),
         "",
-        "| judge | scored | unscored | mean score | hallucinated | mean abs diff vs consensus |",
+        "| judge | scored | unscored | mean score | hallucinated "
+        "| mean abs diff vs consensus median score |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for row in judges:

@@ -74,7 +74,16 @@ def _summary(data: ReportData) -> dict[str, Any]:
         ("started", run.started_at),
         ("finished", run.finished_at),
         ("items", f"{s['items']} ({s['insufficient']} below quorum)"),
-        ("hallucinated (consensus)", f"{fmt(rate * 100 if rate is not None else None)} %"),
+        (
+            f"hallucinated (consensus verdict, {data.verdict_label})",
+            f"{fmt(rate * 100 if rate is not None else None)} %",
+        ),
+        ("consensus rule", data.agreement.consensus_rule or "—"),
+        (
+            "unlocalised",
+            f"{data.agreement.unlocalised} of {data.agreement.n_items} items (the judges agree "
+            "something is wrong, not where: no character won the span vote)",
+        ),
         ("judgments", f"{s['judgments']} ({s['unscored']} unscored, {s['cache_hits']} cached)"),
         ("mean spread between judges", fmt(s.get("mean_spread"))),
         (

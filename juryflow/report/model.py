@@ -18,7 +18,6 @@ the templates escape it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -39,8 +38,16 @@ from juryflow.analysis.agreement_report import (
     disagreements,
 )
 from juryflow.pages.overlay import Layer, Segment, segments
+from juryflow.pages.reference_text import reference_text
+from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_why
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.comparisons import latest_comparison
+from juryflow.storage.reads.consensus_facts import (
+    ConsensusFacts,
+    consensus_facts,
+    run_rule,
+    run_verdict_rules,
+)
 from juryflow.storage.reads.report_queries import item_variables, judge_stats, raw_scores
 from juryflow.storage.reads.run_queries import cost_split
 from juryflow.storage.store import RunRecord, Store
@@ -336,10 +343,6 @@ def judged_variable(variables: dict[str, Any]) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-
-
 def _judge_line(answer: JudgeAnswer, layer: str | None) -> JudgeLine:
     if answer.score is None:
         return JudgeLine(
@@ -357,10 +360,31 @@ def _judge_line(answer: JudgeAnswer, layer: str | None) -> JudgeLine:
     )
 
 
+def _consensus_line(item: DisputedItem, rule: RunRule, facts: ConsensusFacts | None) -> str:
+    """The consensus as the run's rules made it: the score is the stored median (the
+    ``item_disagreement`` view's), the verdict said with the rule behind it."""
+    if item.consensus_status != "ok":
+        return item.consensus_status or "none"
+    line = (
+        f"median score {num(item.consensus_score, 2)} · {verdict_word(item.consensus_hallucinated)}"
+    )
+    if facts is None:
+        return line
+    line += f" {verdict_why(rule, facts)}"
+    return line + (f" · ⚑ {UNLOCALISED_NOTE}" if facts.unlocalised else "")
+
+
 def item_view(
-    item: DisputedItem, variables: dict[str, Any], keys: dict[str, str], gold_label: str
+    item: DisputedItem,
+    variables: dict[str, Any],
+    keys: dict[str, str],
+    gold_label: str,
+    rule: RunRule | None = None,
+    facts: ConsensusFacts | None = None,
 ) -> ItemView:
-    """The article of one disputed item: ``keys`` maps each judge to its layer key."""
+    """The article of one disputed item: ``keys`` maps each judge to its layer key; ``rule``
+    and ``facts`` (the run's stored rule, the item's stored consensus) say which rule made
+    the consensus."""
     ok = item.consensus_status == "ok"
     layers: list[Layer] = []
     judges: list[JudgeLine] = []
@@ -388,15 +412,11 @@ def item_view(
         item=item,
         block_id=f"overlay-{item.rank}",
         judged_variable=judged,
-        reference=[(k, _shown(v)) for k, v in variables.items() if k != judged],
+        reference=[(k, reference_text(v)) for k, v in variables.items() if k != judged],
         layers=layers,
         segments=segments(item.text, layers),
         judges=judges,
-        consensus=(
-            f"median {num(item.consensus_score, 2)} · {verdict_word(item.consensus_hallucinated)}"
-            if ok
-            else item.consensus_status or "none"
-        ),
+        consensus=_consensus_line(item, rule or RunRule.of(None), facts),
         unanchored=unanchored,
         measures=[(label, show(item)) for label, show in ITEM_MEASURES],
     )
@@ -430,6 +450,12 @@ class ReportData:
     variables: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Item id -> its variables, for the disputed items."""
     gold: GoldSource = "dataset"
+    rule: RunRule = field(default_factory=lambda: RunRule.of(None))
+    """The run's stored consensus rule, which the consensus figures are labelled with."""
+    verdict_rules: list[str] = field(default_factory=list)
+    """The verdict rules the run's items were decided by (``auto`` resolved)."""
+    facts: dict[str, ConsensusFacts] = field(default_factory=dict)
+    """Item id -> its stored consensus and counts, for the disputed items."""
 
     @property
     def judges(self) -> list[str]:
@@ -440,6 +466,12 @@ class ReportData:
     def gold_label(self) -> str:
         return GOLD_LABELS[self.gold]
 
+    @property
+    def verdict_label(self) -> str:
+        """The rule behind the consensus verdicts: ``spans: union``."""
+        rules = self.verdict_rules
+        return self.rule.verdict_label(rules[0] if len(rules) == 1 else None)
+
     def layer_keys(self) -> dict[str, str]:
         """Each judge's overlay layer (and colour): ``j<position in the panel>``."""
         return {judge_id: f"j{k}" for k, judge_id in enumerate(self.judges)}
@@ -447,7 +479,14 @@ class ReportData:
     def items(self) -> list[ItemView]:
         keys = self.layer_keys()
         return [
-            item_view(d, self.variables.get(d.item_id, {}), keys, self.gold_label)
+            item_view(
+                d,
+                self.variables.get(d.item_id, {}),
+                keys,
+                self.gold_label,
+                self.rule,
+                self.facts.get(d.item_id),
+            )
             for d in self.disputed
         ]
 
@@ -472,6 +511,10 @@ def load_report_data(
         raise ValueError(f"no run {run_id!r} in {store.path}")
     scores, medians = raw_scores(store, run_id)
     disputed = disagreements(store, run_id, top, gold=gold)
+    with store.read() as con:
+        rule = RunRule.of(run_rule(con, run_id))
+        verdict_rules = run_verdict_rules(con, run_id)
+        facts = consensus_facts(con, run_id, [d.item_id for d in disputed])
     return ReportData(
         run=run,
         summary={**store.run_summary(run_id), **cost_split(store, run_id)},
@@ -483,4 +526,7 @@ def load_report_data(
         comparison=latest_comparison(store, run_id),
         variables=item_variables(store, run_id, [d.item_id for d in disputed]),
         gold=gold,
+        rule=rule,
+        verdict_rules=verdict_rules,
+        facts=facts,
     )
