@@ -198,8 +198,7 @@ def test_without_labels_the_judge_table_has_no_f1(tmp_path: Path) -> None:
     unlabelled = tmp_path / "unlabelled.jsonl"
     unlabelled.write_text(
         "".join(
-            json.dumps({k: v for k, v in row.items() if k not in ("labels", "hallucinated")})
-            + "\n"
+            json.dumps({k: v for k, v in row.items() if k not in ("labels", "hallucinated")}) + "\n"
             for row in rows
         )
     )
