@@ -83,6 +83,22 @@ def test_runs_keeps_every_column(offline_db: str, columns: int) -> None:
     _check_fits(narrow, wide, RUNS_HEADERS, columns)
 
 
+SQL = (
+    "SELECT judge_id, count(*) AS judgments, avg(score) AS mean_score, count(*) - count(score) "
+    "AS unscored, min(score) AS min_score, max(score) AS max_score, sum(cost_usd) AS cost_usd "
+    "FROM judgments GROUP BY judge_id ORDER BY judge_id"
+)
+SQL_HEADERS = ("judge_id", "judgments", "mean_score", "unscored", "min_score", "max_score",
+               "cost_usd")  # fmt: skip
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_sql_keeps_every_column(offline_db: str, columns: int) -> None:
+    wide = _output(400, "sql", SQL, "--db", offline_db)
+    narrow = _output(columns, "sql", SQL, "--db", offline_db)
+    _check_fits(narrow, wide, SQL_HEADERS, columns)
+
+
 def _render(table: FitTable, width: int) -> str:
     console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(table)

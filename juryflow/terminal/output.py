@@ -22,6 +22,8 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from juryflow.terminal.tables import FitTable
+
 if TYPE_CHECKING:
     from juryflow.planning.dry_run import DryRun
 
@@ -103,7 +105,9 @@ def print_rows(
         writer.writerows([[_csv_value(v) for v in row] for row in rows])
         console.file.write(buffer.getvalue())
         return
-    table = Table(show_lines=False)
+    # Wider than the terminal, the columns wrap into stacked tables, each led by the first
+    # column, rather than being cut: every header and value is shown whole.
+    table = FitTable()
     for column in columns:
         table.add_column(plain(column))
     for row in rows[:limit]:
