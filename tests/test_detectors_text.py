@@ -59,7 +59,17 @@ class TestSupport:
     def test_a_preamble_is_not_a_claim(self) -> None:
         assert is_meta("Sure! Here's a summary of the article in 64 words:")
         assert is_meta("Based on the given passages, here are the steps:")
+        assert is_meta("Let me know if you have any other questions.")
         assert not is_meta("The ducks were released at a pond.")
+
+    def test_what_the_source_does_not_say_is_not_a_claim(self) -> None:
+        # Dev kind: an answer that abstains ("the passages do not mention ...") is not
+        # labelled, though its words are not in the passages.
+        assert is_meta("The passages do not mention how long to marinate the chicken.")
+        assert is_meta("The article is unclear about who called the firefighters.")
+        assert not is_meta("Passage 2 says the chicken should rest for five minutes.")
+        response = "The passages do not mention how long to marinate the chicken overnight."
+        assert flagged(GroundingDetector(), PASSAGES, response) == []
 
 
 class TestGrounding:
