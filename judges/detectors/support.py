@@ -1,5 +1,5 @@
-"""What a free-text source (passages, an article) supports, word by word and sentence by
-sentence: shared by the detectors for question answering and summaries.
+"""What a free-text source (passages, an article) supports, word by word, and which sentences
+of a response claim nothing: shared by the detectors for question answering and summaries.
 
 A word is supported when the source has a word of the same crude stem or of the same first
 five letters ("survivors"/"survived", "injured"/"injuries"): summaries and answers inflect
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from juryflow.judges.detectors.text import (
     STOPWORDS,
     normalize_word,
-    sentences,
     stem,
     words,
     wordset,
@@ -120,13 +119,10 @@ def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """The words and sentences of a free-text source, in comparable form."""
+    """The words of a free-text source, in comparable form."""
 
     keys: frozenset[str]
     """Stems and prefixes of every word of the source."""
-    sentences: tuple[tuple[int, int, frozenset[str]], ...]
-    """(start, end, keys of its content words) of each sentence of the source."""
-    text: str
 
     @classmethod
     def of(cls, text: str) -> Source:
@@ -134,25 +130,7 @@ class Source:
         for w, _, _ in words(text):
             keys.add(word_key(w))
             keys.add(stem(w))
-        spans = sentences(text)
-        return cls(
-            frozenset(keys),
-            tuple(
-                (s, e, frozenset(word_key(w) for w, _, _ in content_words(text, s, e)))
-                for s, e in spans
-            ),
-            text,
-        )
+        return cls(frozenset(keys))
 
     def supports(self, word: str) -> bool:
         return word_key(word) in self.keys or stem(word) in self.keys
-
-    def aligned(self, keys: frozenset[str]) -> tuple[int, int, float] | None:
-        """(start, end, share of ``keys`` it has) of the source sentence sharing most of
-        ``keys``, or None when none shares any."""
-        if not keys:
-            return None
-        best = max(self.sentences, key=lambda s: len(keys & s[2]), default=None)
-        if best is None or not keys & best[2]:
-            return None
-        return best[0], best[1], len(keys & best[2]) / len(keys)
