@@ -10,7 +10,7 @@ stored ones, and these functions only say which rule they came from.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,11 @@ class RunRule:
     def score_label(self) -> str:
         """What the consensus score is: ``median score``."""
         return f"{self.score} score"
+
+    def run_verdict_label(self, verdict_rules: Sequence[str]) -> str:
+        """The rule behind a run's verdicts: the one its items were decided by
+        (``verdict_rules``, which resolve a stored ``auto``), else the stored one."""
+        return self.verdict_label(verdict_rules[0] if len(verdict_rules) == 1 else None)
 
     def verdict_label(self, verdict_rule: str | None = None) -> str:
         """The verdict's rule in a few words: ``spans: union``, ``majority of verdicts``.
@@ -161,3 +166,18 @@ def verdict_reason(rule: RunRule, facts: ItemFacts) -> str:
     'hallucinated — majority of verdicts: 2 of 3 judges said hallucinated'
     """  # noqa: E501
     return f"{verdict_word(facts.hallucinated)} {verdict_why(rule, facts)}"
+
+
+def consensus_line(median: float | None, rule: RunRule, facts: ItemFacts | None) -> str:
+    """One line for a consensus: its stored median score, then the verdict with the rule
+    that made it, and the unlocalised mark.
+
+    >>> consensus_line(1.0, RunRule("median", "majority", "spans"),
+    ...                ItemFacts(False, "spans", True, 0, 3, 3, 2, 1.0))  # doctest: +ELLIPSIS
+    'median score 1.00 · clean — spans: majority overlap ... · ⚑ unlocalised: the judges ...'
+    """
+    score = "–" if median is None else f"{median:.2f}"
+    if facts is None:
+        return f"median score {score}"
+    line = f"median score {score} · {verdict_reason(rule, facts)}"
+    return line + (f" · ⚑ {UNLOCALISED_NOTE}" if facts.unlocalised else "")

@@ -75,7 +75,7 @@ def _summary(data: ReportData) -> dict[str, Any]:
         ("finished", run.finished_at),
         ("items", f"{s['items']} ({s['insufficient']} below quorum)"),
         (
-            f"hallucinated (consensus verdict, {data.verdict_label})",
+            f"hallucinated (consensus verdict, {data.rule.run_verdict_label(data.verdict_rules)})",
             f"{fmt(rate * 100 if rate is not None else None)} %",
         ),
         ("consensus rule", data.agreement.consensus_rule or "—"),

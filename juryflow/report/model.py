@@ -7,8 +7,9 @@ in what order, their measures and spans) are
 ``juryflow agreement`` and ``juryflow disagreements`` print, so the report cannot tell a
 different story. Read here directly is only what those do not carry: the run's metadata
 and summary counts, each judge's provider and model, the raw scores behind the
-histograms, the disputed items' other variables (the reference data) and the regression
-comparison.
+histograms, the disputed items' other variables (the reference data), the run's stored
+consensus rule with each disputed item's stored consensus (to say which rule made each
+consensus number) and the regression comparison.
 
 The tables are lists of ``(label, cell)`` pairs (:data:`GROUP_METRICS`,
 :data:`PAIR_COLUMNS`, :data:`JUDGE_COLUMNS`, :data:`ACCURACY_COLUMNS`, ...): showing one
@@ -39,13 +40,12 @@ from juryflow.analysis.agreement_report import (
 )
 from juryflow.pages.overlay import Layer, Segment, segments
 from juryflow.pages.reference_text import reference_text
-from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_why
+from juryflow.pages.rule_labels import RunRule, consensus_line
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.reads.consensus_facts import (
     ConsensusFacts,
     consensus_facts,
-    run_rule,
     run_verdict_rules,
 )
 from juryflow.storage.reads.report_queries import item_variables, judge_stats, raw_scores
@@ -360,20 +360,6 @@ def _judge_line(answer: JudgeAnswer, layer: str | None) -> JudgeLine:
     )
 
 
-def _consensus_line(item: DisputedItem, rule: RunRule, facts: ConsensusFacts | None) -> str:
-    """The consensus as the run's rules made it: the score is the stored median (the
-    ``item_disagreement`` view's), the verdict said with the rule behind it."""
-    if item.consensus_status != "ok":
-        return item.consensus_status or "none"
-    line = (
-        f"median score {num(item.consensus_score, 2)} · {verdict_word(item.consensus_hallucinated)}"
-    )
-    if facts is None:
-        return line
-    line += f" {verdict_why(rule, facts)}"
-    return line + (f" · ⚑ {UNLOCALISED_NOTE}" if facts.unlocalised else "")
-
-
 def item_view(
     item: DisputedItem,
     variables: dict[str, Any],
@@ -416,7 +402,11 @@ def item_view(
         layers=layers,
         segments=segments(item.text, layers),
         judges=judges,
-        consensus=_consensus_line(item, rule or RunRule.of(None), facts),
+        consensus=(
+            consensus_line(item.consensus_score, rule or RunRule.of(None), facts)
+            if ok
+            else item.consensus_status or "none"
+        ),
         unanchored=unanchored,
         measures=[(label, show(item)) for label, show in ITEM_MEASURES],
     )
@@ -450,12 +440,11 @@ class ReportData:
     variables: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Item id -> its variables, for the disputed items."""
     gold: GoldSource = "dataset"
+    # what says which rule made each consensus number: the run's stored rule, the verdict
+    # rules its items were decided by, the disputed items' stored consensus
     rule: RunRule = field(default_factory=lambda: RunRule.of(None))
-    """The run's stored consensus rule, which the consensus figures are labelled with."""
     verdict_rules: list[str] = field(default_factory=list)
-    """The verdict rules the run's items were decided by (``auto`` resolved)."""
     facts: dict[str, ConsensusFacts] = field(default_factory=dict)
-    """Item id -> its stored consensus and counts, for the disputed items."""
 
     @property
     def judges(self) -> list[str]:
@@ -465,12 +454,6 @@ class ReportData:
     @property
     def gold_label(self) -> str:
         return GOLD_LABELS[self.gold]
-
-    @property
-    def verdict_label(self) -> str:
-        """The rule behind the consensus verdicts: ``spans: union``."""
-        rules = self.verdict_rules
-        return self.rule.verdict_label(rules[0] if len(rules) == 1 else None)
 
     def layer_keys(self) -> dict[str, str]:
         """Each judge's overlay layer (and colour): ``j<position in the panel>``."""
@@ -512,7 +495,6 @@ def load_report_data(
     scores, medians = raw_scores(store, run_id)
     disputed = disagreements(store, run_id, top, gold=gold)
     with store.read() as con:
-        rule = RunRule.of(run_rule(con, run_id))
         verdict_rules = run_verdict_rules(con, run_id)
         facts = consensus_facts(con, run_id, [d.item_id for d in disputed])
     return ReportData(
@@ -526,7 +508,7 @@ def load_report_data(
         comparison=latest_comparison(store, run_id),
         variables=item_variables(store, run_id, [d.item_id for d in disputed]),
         gold=gold,
-        rule=rule,
+        rule=RunRule.of(run.consensus),
         verdict_rules=verdict_rules,
         facts=facts,
     )
