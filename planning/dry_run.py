@@ -191,16 +191,18 @@ def _cache_note(estimate: JudgeEstimate, spec: JudgeSpec, template: PromptTempla
     if not prefix:
         return None  # all per item: nothing is cached
     head = f"prompt cache: {estimate.judge_id}'s static prompt part (~{prefix:,} tokens)"
+    full = "the full batch input rate" if estimate.batch else "the full input rate"
     kept = cached_prefix_tokens(spec.provider, spec.model or "", spec.base_url, prefix)
     if kept is None:
-        return f"{head} is priced at the full input rate: a compatible server's cache has no price"
-    if not kept:
         return (
-            f"{head} is under the provider's minimum for its cache: priced at the full input rate"
+            f"{head} is priced at {full}: an OpenAI-compatible server (base_url) "
+            "caches prompts, if at all, by rules of its own"
         )
+    if not kept:
+        return f"{head} is under the provider's minimum for its cache: priced at {full}"
     if estimate.batch:
         return (
-            f"{head} is priced at the full batch input rate: a batch meets the prompt cache "
+            f"{head} is priced at {full}: a batch meets the prompt cache "
             "on a best-effort basis only"
         )
     estimate.cache_prefix_tokens = kept

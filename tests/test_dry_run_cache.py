@@ -89,7 +89,7 @@ def test_the_static_part_is_one_write_then_reads_and_the_assumption_is_said(
     assert "one cache write" in notes["sonnet"][0] and "5 minutes" in notes["sonnet"][0]
     assert "automatic prefix caching" in notes["mini"][0]
     assert "under the provider's minimum" in notes["haiku"][0]
-    assert "compatible server" in notes["local"][0]
+    assert "OpenAI-compatible server" in notes["local"][0]
     assert "best-effort" in notes["batched"][0]
 
 
