@@ -124,6 +124,20 @@ class TestFacts:
         response = "The family was released at a pond near Mount Tabor by Captain Reyes."
         assert flagged(self.detector, ARTICLE, response) == ["Mount Tabor", "Captain Reyes"]
 
+    def test_count_bound_to_the_wrong_noun(self) -> None:
+        # Dev kind: "18 points and 10 rebounds" where 10 and rebounds are both in the
+        # article, never together.
+        source = (
+            "Kaminsky scored 20 points and grabbed 11 rebounds. Okafor had 18 points for "
+            "Duke, who led by 10 at halftime."
+        )
+        response = "Okafor had 18 points and 10 rebounds, and Kaminsky scored 20 points."
+        assert flagged(self.detector, source, response) == ["10 rebounds"]
+
+    def test_count_of_a_noun_the_source_never_counts_is_not_a_binding_error(self) -> None:
+        source = "Crews pulled the ducklings from the drain while 8 volunteers watched."
+        assert flagged(self.detector, source, "Crews pulled 8 ducklings from the drain.") == []
+
     def test_list_numbers_citations_and_the_preamble_are_not_claims(self) -> None:
         response = (
             "Sure! Here's a summary in 64 words:\n"

@@ -6,13 +6,16 @@ them (a date is compared as a date, "twenty" as 20, a name word by word, a respe
 invention). What free text adds is the numbers and capitals that are not claims about the
 source: a list's item numbers ("4. Save the changes"), the response's own length ("a summary
 in 64 words"), citations of the passages ("(Passage 2 & 3)"), a preamble ("Sure! Here's
-...:"), and a unit's letter ("145°F"). Those are dropped.
+...:"), and a unit's letter ("145°F"). Those are dropped. And a count is read with its
+noun: "10 rebounds" is flagged where the source counts rebounds, and states 10, but never
+10 rebounds (:mod:`juryflow.judges.detectors.counts`).
 """
 
 from __future__ import annotations
 
 import re
 
+from juryflow.judges.detectors.counts import misbound_counts
 from juryflow.judges.detectors.names import NamesDetector
 from juryflow.judges.detectors.numbers import NumbersDetector
 from juryflow.judges.detectors.support import is_meta
@@ -43,6 +46,7 @@ class FactsDetector:
         ignored = [m.span() for m in _NOT_CLAIMS.finditer(response)]
         ignored += [(s, e) for s, e in sentences(response) if is_meta(response[s:e])]
         found = self._numbers.detect(reference, response) + self._names.detect(reference, response)
+        found += misbound_counts(reference, response)
         return merge_spans(
             (s, e) for s, e in found if not any(s < i_e and i_s < e for i_s, i_e in ignored)
         )
