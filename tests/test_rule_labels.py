@@ -192,3 +192,66 @@ def test_artifact_labels_the_hallucination_rate_with_its_rule(runs: Runs) -> Non
     text = run_markdown(Store(runs.db), runs.majority)
     assert "hallucinated (consensus verdict, spans: majority)" in text
     assert "mean abs diff vs consensus median score" in text
+
+
+# -- the pure pieces -------------------------------------------------------------------------
+
+
+def test_reference_text_reads_literals_only_and_falls_back_to_the_raw_text() -> None:
+    from juryflow.pages.reference_text import MAX_LITERAL_CHARS, reference_text
+
+    shown = reference_text("{'name': 'Eatery', 'open': True, 'tags': {'b', 'a'}, 'n': None}")
+    assert shown.splitlines() == [
+        "{",
+        '  "name": "Eatery",',
+        '  "open": true,',
+        '  "tags": [',
+        '    "a",',
+        '    "b"',
+        "  ],",
+        '  "n": null',
+        "}",
+    ]
+    assert reference_text({"a": [1, 2]}) == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    for raw in (
+        "{'a': __import__('os').getcwd()}",  # a call: never evaluated
+        "{'a': 1",  # not a literal
+        "[" * 100_000 + "]" * 100_000,  # too deep to parse safely
+        "{'a': '" + "x" * MAX_LITERAL_CHARS + "'}",  # too long to parse
+        "'just a string'",
+        "Plain words, {'not': 'at the start'}",
+    ):
+        assert reference_text(raw) == raw
+
+
+def test_verdict_reasons_name_the_rule_and_what_it_went_by() -> None:
+    from juryflow.pages.rule_labels import RunRule, consensus_line, verdict_reason
+    from juryflow.storage.reads.consensus_facts import ConsensusFacts
+
+    def facts(hallucinated: bool, rule: str, said: int = 2, spans: int = 0) -> ConsensusFacts:
+        return ConsensusFacts(hallucinated, rule, False, spans, 3, 3, said, 0.4)
+
+    union = RunRule.of({"score": "median", "spans": "union", "verdict": "spans"})
+    assert union.score_label() == "median score"
+    assert verdict_reason(union, facts(True, "spans", 1, 2)).startswith(
+        "hallucinated — spans: union marks 2 spans"
+    )
+    assert verdict_reason(union, facts(False, "spans", 0)) == (
+        "clean — spans: union found no character marked by any of 3 judges"
+    )
+    votes = RunRule.of({"score": "mean", "verdict": "majority"})
+    assert votes.score_label() == "mean score"
+    assert verdict_reason(votes, facts(True, "majority")) == (
+        "hallucinated — majority of verdicts: 2 of 3 judges said hallucinated"
+    )
+    at_least = RunRule.of({"spans": "at_least:2", "verdict": "spans"})
+    assert verdict_reason(at_least, facts(False, "spans")) == (
+        "clean — spans: at_least:2 found no character marked by 2 of 3 judges"
+    )
+    threshold = RunRule.of({"score": "mean", "verdict": "score:0.3"})
+    assert verdict_reason(threshold, facts(True, "score:0.3")) == (
+        "hallucinated — mean score 0.40 is at or above 0.3"
+    )
+    # a stored rule this version cannot read: the defaults, never an error
+    assert RunRule.of({"spans": "no-such-rule"}) == RunRule("median", "majority", "auto")
+    assert consensus_line(None, union, None) == "median score –"
