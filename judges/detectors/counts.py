@@ -52,7 +52,9 @@ class _Counted:
 
     @classmethod
     def of(cls, source: str) -> _Counted:
-        values, nouns, pairs = set(), set(), set()
+        values: set[float] = set()
+        nouns: set[str] = set()
+        pairs: set[tuple[float, str]] = set()
         for m in _SOURCE_VALUE.finditer(source):
             value = _value(m.group())
             values.add(value)
