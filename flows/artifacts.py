@@ -168,7 +168,7 @@ def comparison_markdown(comparison: dict[str, Any]) -> list[str]:
         f"{_md(comparison['message'])}",
         "",
         f"- paired items: {comparison['n_paired']}",
-        f"- mean consensus change: {_fmt(comparison['mean_delta'])} "
+        f"- mean change in the consensus median score: {_fmt(comparison['mean_delta'])} "
         f"(95% CI {_fmt(comparison['ci_low'])} to {_fmt(comparison['ci_high'])}; "
         f"Wilcoxon p={_fmt(comparison['p_value'])})",
         f"- verdict flips: {comparison['flips_to_hallucinated']} to hallucinated, "

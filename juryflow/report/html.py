@@ -216,9 +216,9 @@ def _regression(data: ReportData) -> dict[str, Any] | None:
     rows = [
         ("baseline run", c["baseline_run_id"]),
         ("paired items", c["n_paired"]),
-        ("mean consensus change", fmt(c["mean_delta"])),
+        ("mean change in the consensus median score", fmt(c["mean_delta"])),
         ("95% bootstrap interval", f"{fmt(c['ci_low'])} to {fmt(c['ci_high'])}"),
-        ("median change", fmt(c["median_delta"])),
+        ("median change in the consensus median score", fmt(c["median_delta"])),
         ("Wilcoxon statistic / p", f"{fmt(c['wilcoxon_statistic'])} / {fmt(c['p_value'])}"),
         ("flips to hallucinated", c["flips_to_hallucinated"]),
         ("flips to clean", c["flips_to_clean"]),

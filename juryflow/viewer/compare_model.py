@@ -73,9 +73,9 @@ class ComparePage:
 def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("paired items", figure(record["n_paired"])),
-        ("mean consensus change", figure(record["mean_delta"])),
+        ("mean change in the consensus median score", figure(record["mean_delta"])),
         ("95% bootstrap interval", f"{figure(record['ci_low'])} to {figure(record['ci_high'])}"),
-        ("median change", figure(record["median_delta"])),
+        ("median change in the consensus median score", figure(record["median_delta"])),
         (
             "Wilcoxon statistic / p",
             f"{figure(record['wilcoxon_statistic'])} / {figure(record['p_value'])}",
