@@ -5,6 +5,11 @@ source's items, judgments and judgment spans under its own run id, so that every
 view that works on a run works on it too, and its own consensus computed with the new
 quorum and consensus rule (``--consensus``, a stored ``--calibration``, or ``--min-votes``).
 Rules fitted over the whole run (``dawid_skene``) are fitted here, on the run's judgments.
+
+An early-stopped source run (``--early-stop``) has judges it never called on items its rule
+had decided: its consensus is exact for its own rule and quorum only (``maths/early_stop.py``).
+Under another rule or quorum the new consensus counts the judges that were called, and the
+summary's ``warning`` says so.
 """
 
 from __future__ import annotations
@@ -98,6 +103,23 @@ def _replace_consensus(
     return fitted
 
 
+def partial_warning(
+    store: Store, source: RunRecord, rule: ConsensusRule, quorum: int
+) -> str | None:
+    """One line when ``rule`` (or ``quorum``) is not the early-stopped ``source``'s own: its
+    consensus is then over the judges the source called, not the panel's."""
+    if rule.to_dict() == source.consensus and quorum == source.quorum:
+        return None
+    skipped = len(store.skipped_pairs(source.run_id))
+    if not skipped:
+        return None
+    return (
+        f"run {source.run_id} stopped early ({skipped} judgments skipped as decided by its "
+        "own rule): this consensus counts only the judges it called; for the full panel's, "
+        "run the dataset again without --early-stop"
+    )
+
+
 def choose_rule(
     store: Store,
     source: RunRecord,
@@ -155,6 +177,9 @@ async def reaggregate(
         )
     panel = parse_panel(source.panel, f"run {run_id}")
     rule = choose_rule(store, source, panel, consensus, calibration, min_votes)
+    warning = partial_warning(store, source, rule, needed)
+    if warning is not None:
+        logger.warning(warning)
     new_id = new_run_id()
     store.create_run(
         replace(
@@ -200,5 +225,6 @@ async def reaggregate(
     summary.update(model_calls=False, cost_usd=0.0, cost_spent_usd=0.0, cost_reused_usd=reused)
     summary["min_votes"] = min_votes
     summary["consensus"] = str(fitted)
+    summary["warnings"] = [warning] if warning is not None else []
     await publish_run_artifacts(store, new_id)
     return summary
