@@ -182,10 +182,8 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     "juryflow init myproject": ("tests/test_init.py", 'init("myproject"'),
     "juryflow run examples/ragtruth_data2txt_sample.jsonl --panel examples/panel.stub.yaml "
     "--dry-run": ("tests/test_dry_run.py", '"examples/panel.stub.yaml", "--dry-run"'),
-    "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml --max-cost 0.25": (
-        "tests/test_max_cost.py",
-        '"--max-cost", str(max_cost)',
-    ),
+    "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml --max-cost 0.25 "
+    "--no-cache": ("tests/test_cached_run_cost.py", '"--max-cost", str(budget), "--no-cache"'),
     "JURYFLOW_STUB_KEY=anything juryflow run --resume RUN --max-cost 0.25": (
         "tests/test_max_cost.py",
         '"--resume", run_id, "--db", str(db), "--max-cost"',

@@ -58,7 +58,7 @@ def resolve_or_exit(db: str | None, text: str | None, option: str = "RUN") -> st
 
 
 _NUMERIC_COLUMNS = frozenset(
-    ("items", "judgments", "unscored", "cost_usd", "cache_read_tokens", "duration_s")
+    ("items", "judgments", "unscored", "cost_usd", "saved_usd", "cache_read_tokens", "duration_s")
 )
 
 
@@ -66,6 +66,8 @@ def _table_row(columns: list[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
     values = dict(zip(columns, row, strict=True))
     values["dataset"] = Path(values["dataset"]).name if values["dataset"] else "—"
     values["cost_usd"] = "—" if values["cost_usd"] is None else f"{values['cost_usd']:.4f}"
+    saved = values.get("saved_usd")  # judgments reused from the cache: not paid again
+    values["saved_usd"] = "—" if not saved else f"{saved:.4f}"
     cache_read = values.get("cache_read_tokens")
     values["cache_read_tokens"] = "—" if cache_read is None else f"{cache_read:,}"
     values["started_at"] = f"{values['started_at']:%m-%d %H:%M}"
@@ -82,7 +84,9 @@ def runs_command(
     format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
 ) -> None:
     """The runs in the store, newest first: status, kind, panel, dataset, items, unscored,
-    cost, input tokens served from the providers' prompt caches, and duration."""
+    cost (of the run's own model calls: a run answered from the cache costs 0), what its
+    cached answers saved, input tokens served from the providers' prompt caches, and
+    duration."""
     from juryflow.storage.connection import StoreError
     from juryflow.storage.reads.run_queries import list_runs
     from juryflow.storage.store import Store
@@ -109,6 +113,7 @@ def runs_command(
     for column in listing.columns:
         name = column.removesuffix("_usd").removesuffix("_s").removesuffix("_at")
         name = "cache read" if column == "cache_read_tokens" else name
+        name = "saved (cache)" if column == "saved_usd" else name
         table.add_column(name, justify="right" if column in _NUMERIC_COLUMNS else "left")
     for row in listing.rows:
         table.add_row(*(output.plain(value) for value in _table_row(listing.columns, row)))

@@ -32,14 +32,19 @@ RUNS_SQL = """
 WITH i AS (SELECT run_id, count(*) AS items FROM items GROUP BY run_id),
      j AS (
         SELECT run_id, count(*) AS judgments, count(*) - count(score) AS unscored,
-               sum(cost_usd) AS cost_usd,
+               -- what the run paid: a judgment reused from the cache keeps the cost of the
+               -- call that first made it, which this run did not pay (0 when all cached)
+               CASE WHEN count(cost_usd) > 0
+                    THEN coalesce(sum(cost_usd) FILTER (WHERE NOT cached), 0) END AS cost_usd,
+               sum(cost_usd) FILTER (WHERE cached) AS saved_usd,
                -- input tokens of this run's calls that the provider served from its cache
                sum(cache_read_tokens) FILTER (WHERE NOT cached) AS cache_read_tokens
         FROM judgments GROUP BY run_id
      )
 SELECT r.run_id, r.status, r.kind, r.panel_name AS panel, r.dataset,
        coalesce(i.items, 0) AS items, coalesce(j.judgments, 0) AS judgments,
-       coalesce(j.unscored, 0) AS unscored, j.cost_usd, j.cache_read_tokens, r.started_at,
+       coalesce(j.unscored, 0) AS unscored, j.cost_usd, j.saved_usd, j.cache_read_tokens,
+       r.started_at,
        -- a run still going counts until now, so a stuck one shows how long it has hung
        epoch(coalesce(r.finished_at, now()) - r.started_at) AS duration_s
 FROM runs r LEFT JOIN i USING (run_id) LEFT JOIN j USING (run_id)
