@@ -171,7 +171,7 @@ class JudgeSpec(BaseModel):
     None: as the panel's ``batch`` says."""
     family: str | None = Field(default=None, min_length=1)
     """The model family the self-preference probe counts this judge in (``openai``,
-    ``meta``, ...); default: read from ``model`` by :mod:`juryflow.judges.families`."""
+    ``meta``, ...); default: read from ``model`` (:mod:`juryflow.judges.providers.families`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -42,6 +42,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 NO_GOLD = -1
 """The stratum of items without a human verdict."""
+_RESIDUE = 1e-12
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ class Effect:
 
     @property
     def excludes_zero(self) -> bool:
-        return bool(self.low > 0 or self.high < 0)
+        """The interval lies clear of 0 (beyond floating-point residue)."""
+        return bool(self.low > _RESIDUE or self.high < -_RESIDUE)
 
 
 def gold_strata(gold_hallucinated: npt.ArrayLike) -> IntArray:

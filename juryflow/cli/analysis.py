@@ -290,6 +290,14 @@ def agreement(
     db: DbOption = None,
     format_: FormatOption = "table",
     gold: GoldOption = "dataset",
+    bias: Annotated[
+        bool,
+        typer.Option(
+            "--bias",
+            help="Bias probes against the labels instead: length, self-preference, span "
+            "position, each an effect with its interval (juryflow.analysis.bias_report).",
+        ),
+    ] = False,
 ) -> None:
     """Agreement between the judges of a run, their bias, and accuracy against human labels."""
     from juryflow.storage.store import Store
@@ -298,6 +306,16 @@ def agreement(
         _fail("--format must be table or json")
     source = gold_source(gold)
     run = resolve_or_exit(db, run)
+    if bias:
+        from juryflow.analysis.bias_report import bias_report
+        from juryflow.terminal.bias_table import bias_payload, print_bias
+
+        found = _load(lambda: bias_report(Store(db), run, gold=source))
+        if format_ == "json":
+            _print_json(bias_payload(found))
+        else:
+            print_bias(console, found)
+        return
     report = _load(lambda: agreement_report(Store(db), run, gold=source))
     if format_ == "json":
         _print_json(report.model_dump(mode="json"))
