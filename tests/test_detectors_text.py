@@ -147,6 +147,18 @@ class TestFacts:
         )
         assert flagged(self.detector, PASSAGES, response) == ["165"]
 
+    def test_headings_and_acronyms_are_not_invented_names(self) -> None:
+        # Dev kind: "Side Effects:" heads a list; "Fair Labor Standards Act" where the
+        # passage says "FLSA".
+        source = "Under the FLSA, mechanics paid a flat rate may be owed overtime."
+        response = (
+            "Overtime Rules:\n* The Fair Labor Standards Act covers flat-rate mechanics.\n"
+            "* Mechanics may also join the Teamsters Union."
+        )
+        assert flagged(self.detector, source, response) == ["Teamsters Union"]
+        spelled = "The Fair Employment and Housing Act covers small employers."
+        assert flagged(self.detector, spelled, "FEHA covers small employers.") == []
+
     def test_a_record_is_left_to_the_data_to_text_detectors(self) -> None:
         assert flagged(self.detector, str({"stars": 4.0}), "Rated 4.5 stars.") == []
 
