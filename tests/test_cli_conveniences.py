@@ -48,6 +48,18 @@ def test_help_shows_flags_without_a_bool_placeholder() -> None:
     assert "<int>" in run_help and "USD" in run_help
 
 
+def test_command_help_is_its_docstring_with_paragraphs_reflowed() -> None:
+    root = typer.main.get_command(app)
+    for path in _command_paths(root)[1:]:
+        command: Any = root
+        for name in path:
+            command = command.commands[name]
+        text = command.help or ""
+        assert "\n" not in text.replace("\n\n", ""), (path, text)
+    listing = runner.invoke(app, ["--help"], env={"COLUMNS": "220"}).output
+    assert "(a file, or a DuckLake shared by many processes and machines)" in listing
+
+
 def _juryflow(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **env}
     for name in ("JURYFLOW_DB", "PREFECT_API_URL"):

@@ -2,11 +2,13 @@
 
 Typer 0.29 prints a type beside every option, flags included: ``--dry-run  <bool>``,
 ``--help  <bool>``, as if they took a value (``--dry-run true``), which they do not. A flag
-is shown bare here, as ``--early-stop/--no-early-stop`` already says what it takes.
+is shown bare here, as ``--early-stop/--no-early-stop`` already says what it takes. And a
+command's help is its docstring reflowed (:func:`reflowed`).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import typer
@@ -41,4 +43,21 @@ class App(typer.Typer):
 
     def command(self, *args: Any, **settings: Any) -> Any:
         settings.setdefault("cls", FlagHelpCommand)
-        return super().command(*args, **settings)
+        if "help" in settings:
+            return super().command(*args, **settings)
+
+        def register(function: Any) -> Any:
+            help_text = reflowed(function.__doc__) if function.__doc__ else None
+            return super(App, self).command(*args, help=help_text, **settings)(function)
+
+        return register
+
+
+def reflowed(docstring: str) -> str:
+    """A docstring as help: its paragraphs kept, the line breaks inside each dropped.
+
+    Typer's rich help keeps a docstring's line breaks, so the command list broke its
+    sentences where the source did ("... in DuckDB (a file," / "or a DuckLake ...").
+    """
+    paragraphs = inspect.cleandoc(docstring).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
