@@ -200,18 +200,15 @@ def _cache_note(estimate: JudgeEstimate, spec: JudgeSpec, template: PromptTempla
         )
     if not kept:
         return f"{head} is under the provider's minimum for its cache: priced at {full}"
-    if estimate.batch:
-        return (
-            f"{head} is priced at {full}: a batch meets the prompt cache "
-            "on a best-effort basis only"
-        )
     estimate.cache_prefix_tokens = kept
     how = "cache_control" if spec.provider == "anthropic" else "automatic prefix caching"
+    # A batch's requests meet the cache on a best-effort basis: the same assumption, said.
+    batch = " (in a batch, at batch prices, the cache is best effort: it may cost more)"
     return (
         f"{head} is priced as one cache write of {kept:,} tokens and a cache read by each "
         f"later call ({how}): this assumes the judge's calls follow each other within the "
         "cache's lifetime (5 minutes, renewed by each read); a pause longer than that "
-        "writes it again"
+        f"writes it again{batch if estimate.batch else ''}"
     )
 
 
