@@ -85,6 +85,8 @@ def _self_preference(
     judge_id = data.judge_ids[j]
     spec = inputs.judges.get(judge_id)
     family = judge_family(spec.provider, spec.model, spec.family) if spec else None
+    if spec is not None and spec.provider == "offline":
+        return _missing(judge_id, "self-preference", "an offline detector: no model family")
     if family is None:
         return _missing(
             judge_id, "self-preference", "judge's model family unknown: set family: in the panel"

@@ -29,7 +29,7 @@ from juryflow.maths.bias import (
 )
 from juryflow.standin.simulator import Gold, GoldEntry, SimScore, SimSpans, parse_sim, sim_answer
 from juryflow.storage.store import Store
-from tests.conftest import SAMPLE, SHARED_DATA
+from tests.conftest import REPO, SAMPLE, SHARED_DATA
 
 DEV = SHARED_DATA / "data2txt_dev.jsonl"
 DATA = DEV if DEV.exists() else SAMPLE
@@ -38,13 +38,9 @@ needs_dev = pytest.mark.skipif(
     reason=f"{DEV} is absent: on the 60-row bundled sample a 95 % interval misses its "
     "setting too often (about one probe in twenty by design) to assert coverage",
 )
-KEY_ENV = "JURYFLOW_BIAS_KEY"
-
-LENGTHY_SPANS = "stub-sim-spans-r1-L0.4"
-"""A span judge right on every verdict but for its length bias of 0.4."""
 LENGTHY_SCORE = "stub-sim-score-L0.3"
-FAIR_SPANS = "stub-sim-spans-r0.8-f0.1-j0.2-n0.1"
-"""The sim panels' strong judge: noisy, with no length bias."""
+"""A score judge right on every verdict but for its length bias of 0.3 (the example panel
+has a span judge with 0.4, ``lengthy``, and an unbiased one, ``fair``)."""
 
 
 # -- the maths against references ------------------------------------------------------
@@ -243,6 +239,8 @@ def test_a_length_biased_judge_flags_long_clean_and_passes_short_hallucinated() 
 def bias_run(
     prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, BiasReport]]:
+    """README: `juryflow run ... --panel examples/panel.sim-bias.yaml` on the dev sample,
+    the stand-in's port in place of 8765, plus a length-biased score judge."""
     from juryflow.flows.evaluate import evaluate
     from juryflow.standin.server import StubConfig, running_stub_server
     from juryflow.standin.simulator import load_gold
@@ -253,26 +251,23 @@ def bias_run(
         pytest.MonkeyPatch.context() as env,
         running_stub_server(StubConfig(gold=load_gold(DATA))) as stub,
     ):
-        env.setenv(KEY_ENV, "sk-bias")
-        url = stub.openai_base_url
-        judges = [
-            ("lengthy", LENGTHY_SPANS, "data2txt_spans", ""),
-            ("fair", FAIR_SPANS, "data2txt_spans", ", family: meta"),
-            ("scorer", LENGTHY_SCORE, "hallucination_score", ""),
-        ]
-        lines = ["name: bias-probes", "judges:"] + [
-            f"  - {{id: {judge}, provider: openai, model: '{model}', prompt: {prompt}, "
-            f"base_url: '{url}', api_key_env: {KEY_ENV}{extra}}}"
-            for judge, model, prompt, extra in judges
-        ]
-        panel = folder / "panel.yaml"
-        panel.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        env.setenv("JURYFLOW_STUB_KEY", "anything")
+        shipped = (REPO / "examples" / "panel.sim-bias.yaml").read_text(encoding="utf-8")
+        base = stub.openai_base_url.removesuffix("/v1")
+        scorer = (
+            f"  - {{id: scorer, provider: openai, model: '{LENGTHY_SCORE}', "
+            f"prompt: hallucination_score, base_url: '{stub.openai_base_url}', "
+            "api_key_env: JURYFLOW_STUB_KEY}\n"
+        )
+        panel = folder / "panel.sim-bias.yaml"
+        panel.write_text(shipped.replace("http://127.0.0.1:8765", base) + scorer, "utf-8")
         asyncio.run(
             evaluate(
                 dataset=str(DATA),
                 panel=str(panel),
                 db=str(db),
                 use_cache=False,
+                # The score prompt's slots; the span prompt reads reference and response.
                 mapping={"input": "reference", "output": "response"},
             )
         )
@@ -306,7 +301,7 @@ def test_an_unbiased_judge_shows_no_length_effect_nor_self_preference(
     assert own.effect.low < 0 < own.effect.high
     # Half of RAGTruth's writers are Llama 2 models: the panel's family: meta counts them.
     assert "meta, " in own.note
-    assert "family unknown" in _probe(report, "lengthy", "self-preference").note
+    assert "family unknown" in _probe(report, "scorer", "self-preference").note
 
 
 def test_span_judges_get_a_position_probe(bias_run: tuple[Path, BiasReport]) -> None:

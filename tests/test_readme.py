@@ -134,6 +134,8 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         '"juryflow.standin.server", "--dialect", "ollama"',
     ),
     "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
+    "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
+    "--panel examples/panel.sim-bias.yaml": ("tests/test_bias.py", "panel.sim-bias.yaml"),
     "juryflow stub-server --port 8765 --gold ../shared/data/ragtruth/data2txt_dev.jsonl &": (
         "tests/test_stub_sim.py",
         "--gold",
