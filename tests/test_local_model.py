@@ -237,10 +237,10 @@ def _free_port() -> int:
 
 @pytest.fixture
 def ollama_process() -> Iterator[str]:
-    """The README's `python -m juryflow.standin.server --dialect ollama --port 11434 &`, on a
+    """The README's `juryflow stub-server --dialect ollama --port 11434 &`, on a
     free port instead of Ollama's (a real Ollama may be listening there)."""
     port = _free_port()
-    command = [sys.executable, "-m", "juryflow.standin.server", "--dialect", "ollama"]
+    command = [sys.executable, "-m", "juryflow", "stub-server", "--dialect", "ollama"]
     process = subprocess.Popen(
         [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},

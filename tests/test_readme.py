@@ -129,9 +129,9 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_local_model.py",
         'REPO / "examples" / "panel.local.yaml"',
     ),
-    "python -m juryflow.standin.server --dialect ollama --port 11434 &": (
+    "juryflow stub-server --dialect ollama --port 11434 &": (
         "tests/test_local_model.py",
-        '"juryflow.standin.server", "--dialect", "ollama"',
+        '"stub-server", "--dialect", "ollama"',
     ),
     "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
     "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
