@@ -15,7 +15,7 @@ default the bundled 60-row sample, which the detectors were tuned on) and for th
 that tuning shows up as a gap between the two.
 
 Run: .venv/bin/python bench/bench_detectors.py [PATH] [--panel PANEL] [--all-detectors]
-[--question] [--apart [SAMPLE]] [--misses N]
+[--no-question] [--apart [SAMPLE]] [--misses N]
 (PATH defaults to ../shared/data/ragtruth/data2txt_dev.jsonl, else the bundled sample;
 e.g. ../shared/data/ragtruth/qa_dev.jsonl, ../shared/data/ragtruth/summary_dev.jsonl.)
 """
@@ -281,9 +281,11 @@ def main() -> None:
         help="offline panel whose detectors and consensus are scored (default: by task_type)",
     )
     parser.add_argument(
-        "--question",
-        action="store_true",
-        help="put a QA row's question before its passages in the reference",
+        "--no-question",
+        dest="question",
+        action="store_false",
+        help="leave a QA row's question out of the reference (juryflow run puts it before "
+        "the passages, as the offline judge does)",
     )
     parser.add_argument(
         "--all-detectors",

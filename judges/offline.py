@@ -33,6 +33,16 @@ class OfflineJudge:
         # Detectors take milliseconds: no point handing them to a thread.
         return self.judge_sync(item)
 
+    def _reference(self, item: Item) -> str:
+        """What the response is checked against: a QA row's question (a column of its own,
+        kept with the item) before its passages, since an answer may restate the question's
+        words, which are no invention."""
+        reference = item.variables[self.reference_variable]
+        question = item.variables.get("question") or item.metadata.get("question")
+        if question and isinstance(question, str) and question not in reference:
+            return f"{question}\n\n{reference}"
+        return reference
+
     def judge_sync(self, item: Item) -> Judgment:
         started = time.perf_counter()
         model = f"detector:{self.detector.name}"
@@ -51,7 +61,7 @@ class OfflineJudge:
                 item.item_id, self.judge_id, self.output_kind, "empty response",
                 provider="offline", model=model, prompt_name=None,
             )  # fmt: skip
-        offsets = self.detector.detect(item.variables[self.reference_variable], response)
+        offsets = self.detector.detect(self._reference(item), response)
         spans = tuple(Span(s, e, response[s:e], "detector") for s, e in offsets)
         return Judgment(
             item_id=item.item_id,

@@ -263,3 +263,23 @@ def test_panel_end_to_end_through_juryflow_run(
     assert verdicts == {"faithful": False, "invented": True}
     assert any(item == "invented" and expected in text for item, text in spans), spans
     assert judges == (3,)
+
+
+def test_the_offline_judge_reads_a_qa_rows_question_before_its_passages() -> None:
+    """Words an answer takes from the question are no invention (RAGTruth keeps the question
+    in a column of its own, which the item keeps in its metadata)."""
+    from juryflow.judges.detectors.registry import get_detector
+    from juryflow.judges.offline import OfflineJudge
+    from juryflow.maths.records import Item
+
+    passages = "passage 1: The museum opens at nine and closes at five on weekdays."
+    answer = "Regarding the Smithsonian aquarium schedule, the museum opens at nine."
+    judge = OfflineJudge("grounding", get_detector("grounding"))
+    alone = Item("q", {"reference": passages, "response": answer})
+    asked = Item(
+        "q",
+        {"reference": passages, "response": answer},
+        metadata={"question": "What is the Smithsonian aquarium schedule?"},
+    )
+    assert judge.judge_sync(alone).spans, "without the question its words look invented"
+    assert not judge.judge_sync(asked).spans
