@@ -19,7 +19,7 @@ controlled for gold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -34,7 +34,7 @@ from juryflow.maths.bias import (
     rate_difference,
 )
 from juryflow.storage.annotations import GoldSource
-from juryflow.storage.reads.analysis import RunData, load_run_data
+from juryflow.storage.reads.analysis import RunData, audit_mask, load_run_data
 from juryflow.storage.reads.bias_inputs import BiasInputs, bias_inputs
 from juryflow.storage.store import Store
 
@@ -62,6 +62,9 @@ class BiasReport:
     group_column: str | None
     """The item column the intervals resample by; None: each item is its own source."""
     probes: tuple[BiasProbe, ...]
+    audit_items: int | None = None
+    """An early-stopped run: the probes are over its audit sample of this many items (a
+    judge left out of decided items would be measured on the hard ones only)."""
 
 
 def _missing(judge_id: str, probe: ProbeName, note: str) -> BiasProbe:
@@ -125,6 +128,16 @@ def bias_report(
     """The bias probes of every judge of a run (the latest when ``run_id`` is None)."""
     data = load_run_data(store, run_id, gold)
     inputs = bias_inputs(store, data.info.run_id)
+    audit = audit_mask(store, data)
+    if audit is not None:
+        data = data.restricted(audit)
+        kept = audit.tolist()
+        inputs = replace(
+            inputs,
+            lengths=[v for v, k in zip(inputs.lengths, kept, strict=True) if k],
+            groups=[v for v, k in zip(inputs.groups, kept, strict=True) if k],
+            writers=[v for v, k in zip(inputs.writers, kept, strict=True) if k],
+        )
     strata = gold_strata(data.gold_hallucinated)
     controlled = bool((strata != NO_GOLD).any())
     # Long or short within the item's gold stratum, over every item of the run.
@@ -144,4 +157,5 @@ def bias_report(
         controlled=controlled,
         group_column=inputs.group_column,
         probes=tuple(probes),
+        audit_items=None if audit is None else int(audit.sum()),
     )

@@ -38,12 +38,24 @@ needs_dev = pytest.mark.skipif(
     reason=f"{DEV} is absent: on the 60-row bundled sample a 95 % interval misses its "
     "setting too often (about one probe in twenty by design) to assert coverage",
 )
+KEY_ENV = "JURYFLOW_BIAS_KEY"
 LENGTHY_SCORE = "stub-sim-score-L0.3"
 """A score judge right on every verdict but for its length bias of 0.3 (the example panel
 has a span judge with 0.4, ``lengthy``, and an unbiased one, ``fair``)."""
 
 
 # -- the maths against references ------------------------------------------------------
+
+
+def test_doctests_pass() -> None:
+    import doctest
+
+    import juryflow.judges.providers.families
+    import juryflow.maths.bias
+
+    for module in (juryflow.maths.bias, juryflow.judges.providers.families):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__
 
 
 def _fixed_effects_slope(y: np.ndarray, x: np.ndarray, strata: np.ndarray, w: np.ndarray) -> float:
@@ -334,3 +346,43 @@ def test_the_bias_command(bias_run: tuple[Path, BiasReport]) -> None:
     unknown = _probe(report, "lengthy", "self-preference")
     assert unknown.effect.n == 0
     assert any(p["effect"]["value"] is None for p in payload["probes"])
+
+
+def test_an_early_stopped_run_is_probed_on_its_audit_sample(
+    prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge left out where two others already decided would be probed on the hard items
+    only: the probes keep to the random audit sample every judge judged."""
+    from juryflow.cli import app
+    from juryflow.flows.evaluate import evaluate
+    from juryflow.standin.server import StubConfig, running_stub_server
+    from juryflow.standin.simulator import load_gold
+    from tests import sim_panels
+
+    monkeypatch.setenv(KEY_ENV, "sk-bias")
+    with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as stub:
+        panel = sim_panels.sim_panel(tmp_path / "panel.yaml", stub, key_env=KEY_ENV)
+        db = tmp_path / "early.duckdb"
+        summary = asyncio.run(
+            evaluate(
+                dataset=str(SAMPLE),
+                panel=str(panel),
+                db=str(db),
+                use_cache=False,
+                early_stop=True,
+                audit_fraction=0.5,
+            )
+        )
+    assert summary["skipped_decided"] > 0
+    with Store(db).read() as con:
+        row = con.execute(
+            "SELECT count(*) FROM audit_items WHERE run_id = ?", [summary["run_id"]]
+        ).fetchone()
+    assert row is not None
+    report = bias_report(Store(db))
+    assert report.audit_items == row[0] and 0 < row[0] < 60
+    assert all(p.effect.n <= row[0] for p in report.probes)
+    result = CliRunner().invoke(
+        app, ["agreement", "--db", str(db), "--bias"], env={"COLUMNS": "200"}
+    )
+    assert f"over the {row[0]} audit items" in result.output

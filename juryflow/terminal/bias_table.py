@@ -67,6 +67,13 @@ def print_bias(console: Console, report: BiasReport) -> None:
     heading = f" {report.run_id} · panel {report.panel_name} · {report.n_items} items"
     console.print(Text.assemble(("run", "bold"), safe_text(heading, one_line=True)), soft_wrap=True)
     console.print(bias_table(report))
+    if report.audit_items is not None:
+        console.print(
+            plain(
+                f"note: early stopping: the probes are over the {report.audit_items} audit "
+                "items every judge judged"
+            )
+        )
     if not report.controlled:
         console.print(
             plain("note: no item has a human verdict, so no probe is controlled for gold")
