@@ -17,8 +17,10 @@ from prefect.states import Cancelled
 
 from juryflow.analysis.run_figures import run_figures
 from juryflow.analysis.run_health import health
+from juryflow.flows import rate_limits
 from juryflow.flows.batching import BatchStop
 from juryflow.flows.chunks import BudgetStop, ChunkRunner, judge_dataset
+from juryflow.flows.rate_limits import RateLimited, close_counting
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.interrupts import (
     EXIT_CODES,
@@ -34,7 +36,6 @@ from juryflow.flows.runtime.interrupts import (
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import close_judges
 from juryflow.flows.workers import WorkerPool, default_workers
-from juryflow.judges.breaker import breaker_for
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.planning.run_setup import RunPlan, plan_run
 from juryflow.storage.connection import Patience, StoreError, StoreLockedError, patient_waits
@@ -80,17 +81,19 @@ def _resume_hint(plan: RunPlan) -> str:
     )
 
 
-def _record_end(plan: RunPlan, status: str, message: str) -> None:
-    """The run (or its shard) stopped before its end: ``status`` and why."""
+def _record_end(plan: RunPlan, status: str, message: str, rate_limited: RateLimited = None) -> None:
+    """The run (or its shard) stopped before its end: ``status`` and why, and the 429s."""
+    rate_limits.keep(plan, rate_limited)
     if plan.shard is None:
         plan.store.finish_run(plan.run_id, status, message)
     else:
         release_shard(plan.store, plan.run_id, plan.shard, status, message)
 
 
-def _record_completion(plan: RunPlan) -> bool:
+def _record_completion(plan: RunPlan, rate_limited: RateLimited) -> bool:
     """The run (or its shard) judged everything; True when the run is now completed (a
     shard completes it when it is the last one)."""
+    rate_limits.keep(plan, rate_limited)
     if plan.shard is None:
         plan.store.finish_run(plan.run_id, "completed")
         return True
@@ -106,15 +109,14 @@ async def _mark_ended(
 ) -> None:
     """The run ended by an error (``failed``) or a signal Prefect raised (``interrupted``);
     ``runner`` is None when it ended before its judging began."""
-    if runner is not None:
-        await runner.close()
+    counts = await close_counting(plan, runner) if runner is not None else None
     await close_judges()
     # The message may quote a URL, header or key (SDK and HTTP errors do); runs.error is kept.
     from juryflow.judges.redact import redact_text
 
     message = redact_text(f"{type(error).__name__}: {error}")
     patience.stop.clear()  # an interruption may have ended the waits; this one must land
-    _record_end(plan, status, message)
+    _record_end(plan, status, message, counts)
     if status == "interrupted":
         # Prefect raised it (its SIGTERM bridge), or juryflow's own handlers did before the
         # watch began (SystemExit for SIGTERM, KeyboardInterrupt for Ctrl-C)
@@ -158,13 +160,13 @@ async def _store_failed(
 async def _stop_for_budget(plan: RunPlan, runner: ChunkRunner, stop: BudgetStop) -> InterruptedRun:
     """Mark the run interrupted by its budget (every chunk that started is stored) and
     say how to resume it."""
-    await runner.close()
+    counts = await close_counting(plan, runner)
     await close_judges()
     reason = (
         f"budget reached: ${stop.spent_usd:.4f} spent of --max-cost ${stop.max_usd:g}; "
         f"{stop.items_left} of {stop.items} items left to judge"
     )
-    await asyncio.to_thread(_record_end, plan, "interrupted", reason)
+    await asyncio.to_thread(_record_end, plan, "interrupted", reason, counts)
     hint = _resume_hint(plan)
     message = (
         f"juryflow: run {plan.run_id} stopped, {reason}. Continue it with: {hint} "
@@ -177,7 +179,7 @@ async def _stop_interrupted(
     plan: RunPlan, runner: ChunkRunner, interruption: Interruption
 ) -> InterruptedRun:
     """Store what completed, mark the run interrupted, and say how to resume."""
-    await runner.close()
+    counts = await close_counting(plan, runner)
     await close_judges()
     hint = _resume_hint(plan)
     # The user asked to stop: a store another process holds gets a short wait, not an
@@ -189,7 +191,7 @@ async def _stop_interrupted(
         with patient_waits(bounded):
             flushed = await asyncio.to_thread(runner.flush_completed)
             await asyncio.to_thread(
-                _record_end, plan, "interrupted", f"interrupted by {interruption.cause}"
+                _record_end, plan, "interrupted", f"interrupted by {interruption.cause}", counts
             )
             judged = await asyncio.to_thread(plan.store.judged_pairs, plan.run_id)
     except StoreError as error:
@@ -420,10 +422,9 @@ async def _judge_run(
             record(stopped)
             quiet_stopped_run()  # the command line's one line says it; Prefect's would repeat
             return cast("dict[str, Any]", Cancelled(message=stopped.message))
-        rate_limited = _rate_limited(plan, runner)  # before close() forgets the breakers
-        await runner.close(cancel=False)
+        rate_limited = await close_counting(plan, runner, cancel=False)
         await close_judges()
-        completed = _record_completion(plan)
+        completed = _record_completion(plan, rate_limited)
     from juryflow.analysis.agreement_report import (
         record_reliability,  # the store holds what the report shows
     )
@@ -442,8 +443,7 @@ async def _judge_run(
             {"row": e.row_number, "item_id": e.item_id, "error": e.error}
             for e in plan.store.row_errors(plan.run_id)
         ],
-        rate_limited=rate_limited,
-        rate_limited_resumed=plan.resumed,
+        rate_limited=rate_limits.run_total(plan, rate_limited),
         warnings=list(runner.batches.fallback.values()) if runner.batches is not None else [],
     )
     # Stopped judges and quorum misses: the command line exits 1 on them.
@@ -452,15 +452,3 @@ async def _judge_run(
 
     await publish_run_artifacts(plan.store, plan.run_id)
     return summary
-
-
-def _rate_limited(plan: RunPlan, runner: ChunkRunner) -> dict[str, int] | None:
-    """429 answers per LLM judge in this invocation, retried calls included; None when the
-    calls were made in other processes (``--workers``, Dask), whose counts stay there."""
-    if runner.pool is not None or runner.distributed:
-        return None
-    return {
-        spec.id: breaker_for(plan.run_id, spec).rate_limited
-        for spec in plan.panel.judges
-        if spec.provider != "offline"
-    }

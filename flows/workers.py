@@ -33,6 +33,7 @@ from prefect.task_runners import ProcessPoolTaskRunner
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
+from juryflow.judges.breaker import breaker_for
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
 from juryflow.maths.records import Item
 from juryflow.storage.journal import JournalWriteError
@@ -116,6 +117,12 @@ class Reply:
     request_id: int
     chunks: dict[str, JudgedChunk] = field(default_factory=dict)
     error: str | None = None
+    rate_limited: dict[str, int] = field(default_factory=dict)
+    """429 answers per judge in the worker since its previous reply (the run keeps them)."""
+
+
+_LEFTOVER = -1
+"""The request id of a worker's last word: the 429s no reply has carried yet."""
 
 
 _channels: list[Channels] = []
@@ -157,6 +164,7 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
     specs = [share(spec, index, workers) for spec in setup.specs]
     prices, journal, run_id = setup.prices, setup.journal, setup.run_id
     by_id = {spec.id: spec for spec in specs}
+    counted_429 = _RateLimitCounter(specs, run_id)
     made = 0
     counted = _ProgressCounter()
     progress.add_listener(counted.take)
@@ -171,10 +179,12 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
                 *(judge_items(by_id[n], prices, request.work[n], journal, run_id) for n in names)
             )
             made += sum(len(chunk.judgments) for chunk in results)
-            reply = Reply(request.request_id, dict(zip(names, results, strict=True)))
+            chunks = dict(zip(names, results, strict=True))
+            reply = Reply(request.request_id, chunks, rate_limited=counted_429.take())
         # Whatever a chunk raises, the flow must hear of it rather than wait for good.
         except Exception as error:
-            reply = Reply(request.request_id, error=f"{type(error).__name__}: {error}")
+            failure = f"{type(error).__name__}: {error}"
+            reply = Reply(request.request_id, error=failure, rate_limited=counted_429.take())
         finally:
             slots.release()
         _send_progress(channels, counted)
@@ -200,8 +210,29 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
         await asyncio.gather(*pending, watch, return_exceptions=True)
         progress.remove_listener(counted.take)
         _send_progress(channels, counted)
+        leftover = counted_429.take()
+        if any(leftover.values()):
+            channels.results.put(Reply(_LEFTOVER, rate_limited=leftover))
         await close_judges()
     return made
+
+
+class _RateLimitCounter:
+    """A worker's 429 answers per judge not yet sent to the flow (its breakers count them
+    all; each reply takes what came since the one before)."""
+
+    def __init__(self, specs: list[JudgeSpec], run_id: str | None) -> None:
+        llm = [spec for spec in specs if spec.provider != "offline"]
+        self._breakers = [breaker_for(run_id, spec) for spec in llm] if run_id else []
+        self._sent: dict[str, int] = {}
+
+    def take(self) -> dict[str, int]:
+        taken: dict[str, int] = {}
+        for breaker in self._breakers:
+            judge, total = breaker.spec.id, breaker.rate_limited
+            taken[judge] = total - self._sent.get(judge, 0)
+            self._sent[judge] = total
+        return taken
 
 
 async def _next_request(channels: Channels) -> Request | None:
@@ -293,6 +324,7 @@ class WorkerPool:
         self._reader: threading.Thread | None = None
         self._closing = False
         self._failure: str | None = None
+        self._rate_limited: dict[str, int] = {}
 
     def start(self) -> None:
         """Start the processes (they import what judging needs meanwhile)."""
@@ -372,10 +404,17 @@ class WorkerPool:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
                 self._loop.call_soon_threadsafe(self._deliver, message)
 
+    def take_rate_limited(self) -> dict[str, int]:
+        """The 429 answers per judge the workers reported since this was last asked."""
+        taken, self._rate_limited = self._rate_limited, {}
+        return taken
+
     def _deliver(self, message: Reply | progress.Judged) -> None:
         if isinstance(message, progress.Judged):
             progress.emit(message)
             return
+        for judge, answers in message.rate_limited.items():
+            self._rate_limited[judge] = self._rate_limited.get(judge, 0) + answers
         waiting = self._waiting.get(message.request_id)
         if waiting is None or waiting.done():
             return

@@ -376,6 +376,22 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        13,
+        """
+        -- Issue 24: the 429 answers each LLM judge got (retried calls included), one row per
+        -- judge per invocation of a run or shard that counted them: a resumed run and one
+        -- judged by --workers processes sum them all.
+        CREATE TABLE rate_limited (
+            run_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            answers BIGINT NOT NULL
+        );
+        """,
+    ),
+)
+
 # Numbered blocks may be written in any order in this file; they apply in number order.
 MIGRATIONS = tuple(sorted(MIGRATIONS))
 
@@ -400,6 +416,7 @@ TABLES = (
     "store_meta",
     "skipped_judgments",
     "audit_items",
+    "rate_limited",
 )
 
 

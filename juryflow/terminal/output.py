@@ -165,20 +165,18 @@ def _pace_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _rate_limit_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The 429s each LLM judge got (retried calls included); no row without LLM judges."""
+    """The 429s each LLM judge got (retried calls included) over every invocation of the
+    run, as the store keeps them; no row without LLM judges."""
     if "rate_limited" not in summary:
         return []
     counts = summary["rate_limited"]
     if counts is None:
-        return [("429 answers", "not counted: the calls were made in worker processes")]
+        return [("429 answers", "not counted: the calls were made on Dask workers")]
     if not counts:
         return []
     total = sum(counts.values())
     by_judge = ", ".join(f"{judge} {n}" for judge, n in counts.items() if n)
-    text = f"{total} ({by_judge})" if total else "none"
-    if summary.get("rate_limited_resumed"):
-        text += " in this invocation"
-    return [("429 answers", text)]
+    return [("429 answers", f"{total} ({by_judge})" if total else "none")]
 
 
 REASON_CHARS = 100

@@ -5,7 +5,8 @@ through Arrow tables so that a chunk of judgments is one INSERT, not one per row
 transactions (:mod:`.base`), the schema (:mod:`.checks`, :mod:`.migrations`), runs
 (:mod:`.runs`), writes of a run's rows (:mod:`.writes`, with :mod:`.rows` and
 :mod:`.span_sets`), reads (:mod:`.reads`), calibrations and reliabilities
-(:mod:`.calibrations`); the records of its rows are in :mod:`.records`.
+(:mod:`.calibrations`), the judges' 429 answers (:mod:`.rate_limits`); the records of its
+rows are in :mod:`.records`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from juryflow.storage.store.calibrations import CalibrationsMixin
 from juryflow.storage.store.checks import StoreSchemaError
 from juryflow.storage.store.migrations import MigrationsMixin
+from juryflow.storage.store.rate_limits import RateLimitsMixin
 from juryflow.storage.store.reads import ReadsMixin
 from juryflow.storage.store.records import CalibrationRecord, ReliabilityRow, RunRecord, new_run_id
 from juryflow.storage.store.rows import consensus_tables, judgment_tables
@@ -33,7 +35,9 @@ __all__ = [
 ]
 
 
-class Store(MigrationsMixin, RunsMixin, WritesMixin, ReadsMixin, CalibrationsMixin):
+class Store(
+    MigrationsMixin, RunsMixin, WritesMixin, ReadsMixin, CalibrationsMixin, RateLimitsMixin
+):
     """The juryflow store: a DuckDB file, or a DuckLake (``--db ducklake:...``).
 
     Each method opens, uses and closes its own connection to a file; a lake's connection
