@@ -34,11 +34,17 @@ both     ``L``     length bias: chance that a clean response *longer* than the m
                    responses exceeds that of short ones by ``L`` within each gold stratum,
                    the length effect ``juryflow agreement --bias`` measures
 both     ``F``     flip: chance the verdict is the opposite of gold's, whatever the length (0)
+both     ``S``     self-preference, with ``@FAMILY`` ending the name (``sim-score-S0.3@meta``):
+                   chance that a hallucinated response written by a model of that family
+                   (:mod:`juryflow.judges.providers.families`, from the dataset's ``model``
+                   column) is passed, and that a clean response by another family is flagged
+                   (0); so the flag rate on the family's responses is ``S`` below the others'
+                   within each gold stratum, for a judge otherwise right on the verdict
 =======  ========  ===========================================================================
 
-A response the judge is made to flag (``L``, ``F``) scores 0.6, or has one whole sentence
+A response the judge is made to flag (``L``, ``F``, ``S``) scores 0.6, or has one whole sentence
 flagged (the whole text when no sentence of 20 characters is found once); one it is made to
-pass scores 0.0 or has no span. At ``L`` (or ``F``) 0 no extra draw is made, so a judge's
+pass scores 0.0 or has no span. At ``L``, ``F`` and ``S`` 0 no extra draw is made, so a judge's
 answers without them are the same as before they existed. The upper-case letters are the
 biases, which the name-parsing keeps apart from the lower-case quality parameters.
 
@@ -65,8 +71,9 @@ import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from juryflow.judges.providers.families import family_of
 from juryflow.maths.records import Item
 
 __all__ = [
@@ -108,6 +115,8 @@ class GoldEntry:
 
     spans: tuple[tuple[int, int], ...]
     hallucinated: bool
+    writer: str | None = None
+    """The model that wrote the response (the row's ``model`` column), if named."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,7 +188,8 @@ def response_in(prompt: str) -> str | None:
 
 
 def load_gold(path: str | Path, column: str = "response") -> Gold:
-    """Gold labels of a JSONL, CSV or Parquet dataset with RAGTruth-style ``labels``.
+    """Gold labels of a JSONL, CSV or Parquet dataset with RAGTruth-style ``labels`` (and
+    the writer of each response, from a ``model`` column when there is one).
 
     ``labels`` holds ``{"start", "end", ...}`` character offsets into ``column``;
     ``hallucinated`` is optional and defaults to "has a label". Rows whose response repeats
@@ -196,13 +206,15 @@ def load_gold(path: str | Path, column: str = "response") -> Gold:
         gold = item.gold
         response = item.text(column)
         spans = {(s, e) for s, e in gold.spans if 0 <= s < e <= len(response)}
+        writer = item.metadata.get("model") or None
         if response in merged:
             earlier = merged[response]
             spans |= set(earlier.spans)
             hallucinated = earlier.hallucinated or gold.hallucinated
+            writer = earlier.writer or writer
         else:
             hallucinated = gold.hallucinated
-        merged[response] = GoldEntry(tuple(sorted(spans)), bool(hallucinated or spans))
+        merged[response] = GoldEntry(tuple(sorted(spans)), bool(hallucinated or spans), writer)
     if not merged:
         raise DatasetError(f"{path}: no row has gold labels ('labels' or 'hallucinated')")
     return Gold(merged)
@@ -221,6 +233,8 @@ class SimSpans:
     broken: float = 0.0
     length_bias: float = 0.0
     flip: float = 0.0
+    self_preference: float = 0.0
+    family: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +245,8 @@ class SimScore:
     broken: float = 0.0
     length_bias: float = 0.0
     flip: float = 0.0
+    self_preference: float = 0.0
+    family: str | None = None
 
 
 _SPANS_PARAMS = {
@@ -242,6 +258,7 @@ _SPANS_PARAMS = {
     "b": "broken",
     "L": "length_bias",
     "F": "flip",
+    "S": "self_preference",
 }
 _SCORE_PARAMS = {
     "s": "sensitivity",
@@ -250,16 +267,18 @@ _SCORE_PARAMS = {
     "b": "broken",
     "L": "length_bias",
     "F": "flip",
+    "S": "self_preference",
 }
 
 
 def parse_sim(answer: str) -> SimSpans | SimScore:
     """``sim-spans-r0.8-f0.1`` and the like (see the module docs); raises ValueError."""
-    family, _, rest = answer.removeprefix("sim-").partition("-")
-    names = {"spans": _SPANS_PARAMS, "score": _SCORE_PARAMS}.get(family)
+    body, at, own = answer.partition("@")
+    kind, _, rest = body.removeprefix("sim-").partition("-")
+    names = {"spans": _SPANS_PARAMS, "score": _SCORE_PARAMS}.get(kind)
     if not answer.startswith("sim-") or names is None:
         raise ValueError(f"sim answer {answer!r}: expected sim-spans-... or sim-score-...")
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}
     for part in rest.split("-") if rest else ():
         match = _PARAM.fullmatch(part)
         if not match or match.group(1) not in names:
@@ -271,7 +290,12 @@ def parse_sim(answer: str) -> SimSpans | SimScore:
         if not 0.0 <= value <= 1.0 or (name == "false_share" and value >= 1.0):
             raise ValueError(f"sim answer {answer!r}: {part!r} is outside [0, 1]")
         values[name] = value
-    return SimSpans(**values) if family == "spans" else SimScore(**values)
+    if (at or values.get("self_preference")) and not own.strip():
+        raise ValueError(
+            f"sim answer {answer!r}: S needs the judge's own family after '@' ({body}@meta)"
+        )
+    values["family"] = own.strip().lower() or None
+    return SimSpans(**values) if kind == "spans" else SimScore(**values)
 
 
 # --- answers -------------------------------------------------------------------------------
@@ -310,7 +334,7 @@ def sim_answer(
 def _forced_verdict(
     params: SimSpans | SimScore, entry: GoldEntry, length: int, gold: Gold, rng: random.Random
 ) -> bool | None:
-    """The verdict the length bias or a flip imposes (the opposite of gold's), or None."""
+    """The verdict a bias (``L``, ``F``, ``S``) imposes (the opposite of gold's), or None."""
     long = length > gold.median_lengths[entry.hallucinated]
     # Draw only for a bias the judge has, so judges without one answer as they always did.
     leans = long != entry.hallucinated
@@ -318,6 +342,12 @@ def _forced_verdict(
         return not entry.hallucinated
     if params.flip and rng.random() < params.flip:
         return not entry.hallucinated
+    writer = family_of(entry.writer)
+    if params.self_preference and writer is not None:
+        # Easy on its own family's hallucinations, hard on the others' clean responses.
+        own = writer == params.family
+        if own == entry.hallucinated and rng.random() < params.self_preference:
+            return not entry.hallucinated
     return None
 
 

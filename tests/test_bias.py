@@ -40,6 +40,9 @@ needs_dev = pytest.mark.skipif(
 )
 KEY_ENV = "JURYFLOW_BIAS_KEY"
 LENGTHY_SCORE = "stub-sim-score-L0.3"
+PARTIAL_SCORE = "stub-sim-score-S0.3@meta"
+"""A score judge right on every verdict but for its self-preference of 0.3 towards Meta's
+models (it passes their hallucinations and flags others' clean responses with chance 0.3)."""
 """A score judge right on every verdict but for its length bias of 0.3 (the example panel
 has a span judge with 0.4, ``lengthy``, and an unbiased one, ``fair``)."""
 
@@ -208,8 +211,11 @@ def test_a_panel_judge_takes_a_family_and_stores_it_only_when_given() -> None:
 def test_the_bias_parameters_parse() -> None:
     assert parse_sim("sim-spans-r1-L0.4") == SimSpans(recall=1.0, length_bias=0.4)
     assert parse_sim("sim-score-F0.1-L0.2") == SimScore(length_bias=0.2, flip=0.1)
+    assert parse_sim("sim-score-S0.3@Meta") == SimScore(self_preference=0.3, family="meta")
     with pytest.raises(ValueError, match="bad parameter"):
         parse_sim("sim-score-Q0.1")
+    with pytest.raises(ValueError, match="after '@'"):
+        parse_sim("sim-score-S0.3")
 
 
 def _prompt(response: str) -> str:
@@ -223,10 +229,10 @@ def test_a_length_biased_judge_flags_long_clean_and_passes_short_hallucinated() 
     long_bad = short_bad + " The owners also run a bakery down the street since 1990."
     gold = Gold(
         {
-            short_clean: GoldEntry((), False),
-            long_clean: GoldEntry((), False),
-            short_bad: GoldEntry(((0, 8),), True),
-            long_bad: GoldEntry(((0, 8),), True),
+            short_clean: GoldEntry((), False, "llama-2-7b-chat"),
+            long_clean: GoldEntry((), False, "gpt-4-0613"),
+            short_bad: GoldEntry(((0, 8),), True, "gpt-4-0613"),
+            long_bad: GoldEntry(((0, 8),), True, "llama-2-70b-chat"),
         }
     )
 
@@ -242,6 +248,10 @@ def test_a_length_biased_judge_flags_long_clean_and_passes_short_hallucinated() 
         assert not verdict(always, short_clean) and verdict(always, long_bad)
         flipped = f"sim-{family}-F1"
         assert verdict(flipped, short_clean) and not verdict(flipped, long_bad)
+        # Easy on Meta's hallucination, hard on OpenAI's clean text; fair on the others.
+        partial = f"sim-{family}-S1@meta"
+        assert not verdict(partial, long_bad) and verdict(partial, long_clean)
+        assert not verdict(partial, short_clean) and verdict(partial, short_bad)
 
 
 # -- a real run through the stand-in ------------------------------------------------------
@@ -266,10 +276,16 @@ def bias_run(
         env.setenv("JURYFLOW_STUB_KEY", "anything")
         shipped = (REPO / "examples" / "panel.sim-bias.yaml").read_text(encoding="utf-8")
         base = stub.openai_base_url.removesuffix("/v1")
-        scorer = (
-            f"  - {{id: scorer, provider: openai, model: '{LENGTHY_SCORE}', "
+        scorer = "".join(
+            f"  - {{id: {judge}, provider: openai, model: '{model}', "
             f"prompt: hallucination_score, base_url: '{stub.openai_base_url}', "
-            "api_key_env: JURYFLOW_STUB_KEY}\n"
+            f"api_key_env: JURYFLOW_STUB_KEY{extra}}}\n"
+            for judge, model, extra in (
+                ("scorer", LENGTHY_SCORE, ""),
+                # The stand-in cannot see the panel: the name says the family, and so
+                # does the panel, for the probe.
+                ("partial", PARTIAL_SCORE, ", family: meta"),
+            )
         )
         panel = folder / "panel.sim-bias.yaml"
         panel.write_text(shipped.replace("http://127.0.0.1:8765", base) + scorer, "utf-8")
@@ -300,6 +316,17 @@ def test_a_simulated_length_bias_is_recovered(
     assert effect.low < setting < effect.high
     assert effect.excludes_zero
     assert report.controlled and report.group_column == "source_id"
+
+
+@needs_dev
+def test_a_simulated_self_preference_is_recovered(bias_run: tuple[Path, BiasReport]) -> None:
+    _, report = bias_run
+    own = _probe(report, "partial", "self-preference")
+    assert own.effect.low < -0.3 < own.effect.high and own.effect.excludes_zero
+    # Llama 2 wrote 93 of the 186 dev responses (three of RAGTruth's six generators).
+    assert "meta, 93 responses" in own.note
+    length = _probe(report, "partial", "length").effect
+    assert length.low < 0 < length.high
 
 
 @needs_dev
