@@ -30,24 +30,21 @@ def stub() -> Iterator[StubHandle]:
         yield handle
 
 
+@pytest.fixture
+def panel(tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(KEY_ENV, "sk-reaggregate")
+    return sim_panel(tmp_path / "panel.yaml", stub, key_env=KEY_ENV)
+
+
 def _evaluate(db: Path, panel: Path, early_stop: bool) -> str:
-    summary = asyncio.run(
-        evaluate(
-            dataset=str(SAMPLE),
-            panel=str(panel),
-            db=str(db),
-            use_cache=False,
-            early_stop=early_stop,
-        )
-    )
+    where = {"dataset": str(SAMPLE), "panel": str(panel), "db": str(db)}
+    summary = asyncio.run(evaluate(**where, use_cache=False, early_stop=early_stop))
     return str(summary["run_id"])
 
 
 def test_another_rule_over_an_early_stopped_run_is_said_in_one_line(
-    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, panel: Path
 ) -> None:
-    monkeypatch.setenv(KEY_ENV, "sk-reaggregate")
-    panel = sim_panel(tmp_path / "panel.yaml", stub, key_env=KEY_ENV)
     db = tmp_path / "early.duckdb"
     early = _evaluate(db, panel, early_stop=True)
     assert Store(db).skipped_pairs(early), "the sample has items two judges decide"
@@ -75,11 +72,10 @@ def test_another_rule_over_an_early_stopped_run_is_said_in_one_line(
 
 
 def test_another_rule_over_a_run_that_called_every_judge_says_nothing(
-    tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, panel: Path
 ) -> None:
-    monkeypatch.setenv(KEY_ENV, "sk-reaggregate")
-    panel = sim_panel(tmp_path / "panel.yaml", stub, key_env=KEY_ENV)
-    db = tmp_path / "full.duckdb"
-    full = _evaluate(db, panel, early_stop=False)
-    union = asyncio.run(reaggregate(run_id=full, db=str(db), consensus=["spans=union"]))
+    full = _evaluate(tmp_path / "full.duckdb", panel, early_stop=False)
+    union = asyncio.run(
+        reaggregate(run_id=full, db=str(tmp_path / "full.duckdb"), consensus=["spans=union"])
+    )
     assert union["warnings"] == []
