@@ -17,6 +17,16 @@ THREE_JUDGES: tuple[tuple[str, str, str], ...] = (
 )
 """``(id, provider, model)``: one good, one middling and one poor span judge."""
 
+DECISION = (
+    "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
+    "c.verdict_rule, list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
+    "FILTER (WHERE s.item_id IS NOT NULL) "
+    "FROM consensus c LEFT JOIN consensus_spans s USING (run_id, item_id) "
+    "WHERE c.run_id = ? GROUP BY ALL ORDER BY c.item_id"
+)
+"""What a run decided per item (status, scores, verdict, consensus spans), to compare two
+runs' consensus: bound to the run id."""
+
 
 def sim_panel(
     path: Path,

@@ -33,16 +33,9 @@ from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
 from juryflow.terminal.progress_view import Tally
 from tests.conftest import REPO, SAMPLE
-from tests.sim_panels import MEDIUM, STRONG, THREE_JUDGES, sim_panel
+from tests.sim_panels import DECISION, MEDIUM, STRONG, THREE_JUDGES, sim_panel
 
 KEY_ENV = "JURYFLOW_BATCH_KEY"
-DECISION = (
-    "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
-    "c.verdict_rule, list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
-    "FILTER (WHERE s.item_id IS NOT NULL) "
-    "FROM consensus c LEFT JOIN consensus_spans s USING (run_id, item_id) "
-    "WHERE c.run_id = ? GROUP BY ALL ORDER BY c.item_id"
-)
 
 
 @pytest.fixture(autouse=True)

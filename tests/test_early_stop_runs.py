@@ -17,18 +17,11 @@ from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
 from tests import sim_panels
 from tests.conftest import SAMPLE
+from tests.sim_panels import DECISION
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness")]
 
 KEY_ENV = "JURYFLOW_EARLY_STOP_KEY"
-
-DECISION = (
-    "SELECT c.item_id, c.status, c.score_median, c.hallucinated, c.unlocalised, "
-    "c.verdict_rule, list((s.char_start, s.char_end, s.text) ORDER BY s.char_start) "
-    "FILTER (WHERE s.item_id IS NOT NULL) "
-    "FROM consensus c LEFT JOIN consensus_spans s USING (run_id, item_id) "
-    "WHERE c.run_id = ? GROUP BY ALL ORDER BY c.item_id"
-)
 
 
 def sim_panel(path: Path, stub: StubHandle, extra: str = "") -> Path:
