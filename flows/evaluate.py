@@ -38,7 +38,13 @@ from juryflow.flows.tasks import close_judges
 from juryflow.flows.workers import WorkerPool, default_workers
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.planning.run_setup import RunPlan, plan_run
-from juryflow.storage.connection import Patience, StoreError, StoreLockedError, patient_waits
+from juryflow.storage.connection import (
+    Patience,
+    StoreError,
+    StoreLockedError,
+    patient_waits,
+    resolve_target,
+)
 from juryflow.storage.datasets import (
     DEFAULT_MAX_CHARS,
 )
@@ -333,6 +339,16 @@ async def _plan_and_judge(
         except StoreLockedError:
             _stop_before_planning()  # a Ctrl-C ended the wait for the store
             raise
+        except (OSError, duckdb.Error, StoreError) as error:
+            # a str: a store not there yet was not "deleted during the run"
+            failure = store_failure(error, str(resolve_target(plan_options.get("db"))))
+            if failure is None:
+                raise
+            quiet_stopped_run()  # the one line says it; Prefect's traceback would not help
+            fix = failure.fix or "check the store"
+            raise StoreError(
+                f"the run could not start: {failure.what}; {fix}, then run it again"
+            ) from None
         try:
             stop_if_pending()
             logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)

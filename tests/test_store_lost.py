@@ -9,6 +9,7 @@ pair judged once, no call made twice for a judgment the journal holds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -80,15 +81,14 @@ def test_a_store_deleted_mid_run_ends_in_one_line_and_resume_rebuilds_it(tmp_pat
     assert "restored from the run's journal" in resumed.stderr, resumed.stderr
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 3 MB file system of its own (tmpfs), grown later with a remount."""
+@contextlib.contextmanager
+def _tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A file system of its own (tmpfs) of ``size``, which a remount can grow."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root")
-    where = tmp_path / "disk"
     where.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
@@ -96,6 +96,31 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """4 MB: a new store (1.8 MB) and the run's start fit, its judgments soon do not."""
+    with _tmpfs(tmp_path / "disk", "4m") as where:
+        yield where
+
+
+def test_a_disk_too_full_to_start_a_run_ends_in_one_line(tmp_path: Path) -> None:
+    """The store or the run's journal header cannot be written at the start: one line that
+    names the disk and the fix, no traceback."""
+    with _tmpfs(tmp_path / "disk", "4m") as where, slow_stub() as stub:
+        Store(where / "full.duckdb").migrate()  # an existing store, then not a byte more
+        with (where / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 4096)
+        child = start_run(tmp_path, stub, where / "full.duckdb", child_env(JURYFLOW_TEST_KEY=KEY))
+        out, err = child.communicate(timeout=300)
+    text = out + err
+    assert child.returncode == 2, text
+    assert "Traceback" not in text and "ERROR" not in text, text
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: the run could not start: the disk of the store"), err
+    assert "is full; free some space, then run it again" in lines[-1], err
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
