@@ -84,14 +84,13 @@ def test_a_stopped_run_stops_waiting(db_path: Path) -> None:
     reader = hold(db_path, 30.0)
     try:
         threading.Timer(0.5, patience.stop.set).start()
-        started = time.monotonic()
+        # raised, not connected: the wait ended by the stop, not by the reader's 30 s hold
         with (
             pytest.raises(StoreLockedError, match="stopped waiting"),
             patient_waits(patience),
             connect(db_path),
         ):
             pass
-        assert time.monotonic() - started < 5
     finally:
         reader.kill()
         reader.wait()

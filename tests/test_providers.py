@@ -240,7 +240,7 @@ async def test_plain_text_mode_when_structured_output_off(
 
 
 async def test_openai_tool_call_answer_is_parsed(stub: StubHandle, keys: str) -> None:
-    client = OpenAIClient(FAKE_KEY, base_url=stub.openai_base_url, timeout=2)
+    client = OpenAIClient(FAKE_KEY, base_url=stub.openai_base_url, timeout=30)
     _OPEN.append(client)
     request = ModelRequest("judge this", "score", "stub-score-0.2+tool", 0.0, 256, 2.0, True)
     response = await client.complete(request)
@@ -248,7 +248,7 @@ async def test_openai_tool_call_answer_is_parsed(stub: StubHandle, keys: str) ->
 
 
 async def test_anthropic_tool_use_answer_is_parsed(stub: StubHandle, keys: str) -> None:
-    client = AnthropicClient(FAKE_KEY, base_url=stub.anthropic_base_url, timeout=2)
+    client = AnthropicClient(FAKE_KEY, base_url=stub.anthropic_base_url, timeout=30)
     _OPEN.append(client)
     request = ModelRequest("judge this", "score", "stub-score-0.2", 0.0, 256, 2.0, True)
     response = await client.complete(request)
@@ -656,7 +656,7 @@ async def test_one_client_per_endpoint_and_loop_reused_across_chunks_and_closed_
         model="stub-score-0.6",
         prompt=SCORE_PROMPT,
         base_url=base_url(stub, provider),
-        timeout=2.0,
+        timeout=30.0,
     )
     # Another judge on the same endpoint, built (as the flow builds its panel) before any call.
     twin = make_judge(stub, provider, "stub-score-0.7")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import itertools
 import math
-import time
 import warnings
 
 import numpy as np
@@ -367,17 +366,15 @@ def test_non_convergence_is_noted() -> None:
     assert "EM did not converge within 2 iterations" in fit.notes
 
 
-def test_per_character_scale_is_fast() -> None:
-    # Spans are fitted per character; collapsing to vote patterns keeps this cheap. The full
-    # 5 x 3,000,000 case takes ~0.1 s; a generous bound on a third of it catches a per-unit EM.
+def test_per_character_scale_recovers_the_rates() -> None:
+    # Spans are fitted per character (collapsed to vote patterns); how fast is the bench's
+    # business (bench/bench_krippendorff.py), not a test's on a machine of unknown load.
     rng = np.random.default_rng(0)
     votes, _ = simulate(
         rng, 1_000_000, [0.9, 0.8, 0.7, 0.85, 0.6], [0.95, 0.7, 0.8, 0.9, 0.65], missing=0.05
     )
-    start = time.perf_counter()
     fit = dawid_skene(votes)
-    elapsed = time.perf_counter() - start
-    assert fit.converged and elapsed < 2.0
+    assert fit.converged
     np.testing.assert_allclose(fit.sensitivity, [0.9, 0.8, 0.7, 0.85, 0.6], atol=0.01)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -75,13 +74,12 @@ def test_a_store_that_stays_locked_gives_a_clear_error(db_path: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
-        started = time.monotonic()
+        # raised, not connected: it gave up after lock_wait, not at the holder's 20 s release
         with (
             pytest.raises(StoreLockedError, match=r"stayed locked.*--db"),
             connect(db_path, lock_wait=1.0),
         ):
             pass
-        assert time.monotonic() - started < 10
     finally:
         holder.kill()
         holder.wait()

@@ -52,14 +52,14 @@ def anthropic_call(
         **body,
     }
     headers = {"anthropic-version": "2026-10-21", "x-api-key": "k"}
-    return httpx.post(f"{stub.base_url}/v1/messages", json=payload, headers=headers, timeout=2)
+    return httpx.post(f"{stub.base_url}/v1/messages", json=payload, headers=headers, timeout=30)
 
 
 def openai_call(
     stub: StubHandle, model: str, prompt: str = SCORE_PROMPT, **body: Any
 ) -> httpx.Response:
     payload = {"model": model, "messages": [{"role": "user", "content": prompt}], **body}
-    return httpx.post(f"{stub.openai_base_url}/chat/completions", json=payload, timeout=2)
+    return httpx.post(f"{stub.openai_base_url}/chat/completions", json=payload, timeout=30)
 
 
 # --- model-name rules ----------------------------------------------------------------------
@@ -259,10 +259,11 @@ def test_stats_endpoint_and_reset(stub: StubHandle) -> None:
 
 
 async def test_serves_many_requests_at_once() -> None:
-    with running_stub_server(StubConfig(latency_ms=300)) as stub:
+    # Each answer takes 3 s, so the 128 requests overlap however slowly a loaded machine
+    # sends them; how fast they are served is bench/bench_throughput.py's business.
+    with running_stub_server(StubConfig(latency_ms=3000)) as stub:
         limits = httpx.Limits(max_connections=200)
-        async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-            started = time.perf_counter()
+        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
             responses = await asyncio.gather(
                 *(
                     client.post(
@@ -272,12 +273,10 @@ async def test_serves_many_requests_at_once() -> None:
                     for n in range(128)
                 )
             )
-            elapsed = time.perf_counter() - started
         snapshot = stub.stats.snapshot()
     assert all(r.status_code == 200 for r in responses)
     assert snapshot["total"] == 128
-    assert snapshot["max_in_flight"] >= 64
-    assert elapsed < 3  # 128 sequential answers would take 38 s
+    assert snapshot["max_in_flight"] >= 64  # served at once, not one after another
 
 
 def test_command_line_entry_point() -> None:
