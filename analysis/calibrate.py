@@ -50,8 +50,7 @@ set scores nothing and a rule fitted on a handful of items would still be stored
 _HOW_TO_LABEL_MORE = {
     "dataset": "label more rows of its dataset (`labels` / `hallucinated`), or annotate "
     "items with `juryflow view` and pass --gold both",
-    "annotations": "annotate more with `juryflow view` (its queue walks the most disputed "
-    "first)",
+    "annotations": "annotate more with `juryflow view` (its queue walks the most disputed first)",
     "both": "annotate more with `juryflow view`",
 }
 

@@ -281,7 +281,7 @@ def test_gold_outline_is_told_apart_from_every_judge_and_the_reference_sits_besi
     assert len(judges) == 3
     for colour in judges:
         distance = sum((a - b) ** 2 for a, b in zip(_rgb(colour), _rgb(gold[1]), strict=True))
-        assert distance ** 0.5 > 100, f"gold {gold[1]} is too near a judge's {colour}"
+        assert distance**0.5 > 100, f"gold {gold[1]} is too near a judge's {colour}"
     text, reference = browser.execute_script(
         "return ['text-heading', 'reference-heading'].map(id => "
         "document.getElementById(id).closest('section').getBoundingClientRect().toJSON());"
