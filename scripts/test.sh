@@ -17,4 +17,5 @@ export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
 .venv/bin/mypy
 # the layers of ARCHITECTURE.md: an import that breaks one fails here
 .venv/bin/lint-imports
-.venv/bin/python -m pytest -q
+# the slowest tests, for whoever makes the suite faster
+.venv/bin/python -m pytest -q --durations=25
