@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,32 @@ def test_max_cost_stops_an_api_run_that_resumes(prefect_harness: None, tmp_path:
         assert stopped.value.exit_code == 3
         runs = juryflow.open_store(db).runs().to_pylist()
         assert runs[0]["status"] == "interrupted" and runs[0]["judgments"] < 6
+
+
+def test_a_dataframe_without_pandas_says_which_extra_to_install(tmp_path: Path) -> None:
+    """README, Python API: the quick start does not install pandas. A fresh interpreter in
+    which ``import pandas`` fails as it does where pandas is missing."""
+    missing = tmp_path / "without" / "pandas"
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pandas'\", name='pandas')\n"
+    )
+    script = (
+        "import pyarrow as pa\n"
+        "from juryflow.api import _table\n"
+        "table = pa.table({'a': [1]})\n"
+        "assert _table(table, 'arrow') is table\n"
+        "try:\n"
+        "    _table(table, 'pandas')\n"
+        "except ModuleNotFoundError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(missing.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'juryflow[pandas]'" in done.stdout, done.stdout + done.stderr
