@@ -4,9 +4,10 @@ the RAGTruth dev samples (data-to-text, QA, summary).
 For each dataset and each panel (three simulated span judges of unequal quality, five
 simulated span judges, three simulated score judges, all over real HTTP through the
 official SDKs against the stand-in server driven by the dataset's gold labels; and the
-embedded offline panel) this runs ``evaluate``, then ``juryflow calibrate`` (nested
-cross-validation, outer folds grouped by source), and prints response F1 and character span
-F1, each with its 95 % bootstrap interval (sources resampled), of:
+offline panel that fits the rows: the embedded one, or the QA or summary one) this runs
+``evaluate``, then ``juryflow calibrate`` (nested cross-validation, outer folds grouped by
+source), and prints response F1 and character span F1, each with its 95 % bootstrap
+interval (sources resampled), of:
 
 - the calibrated rule, out of fold (never scored on the items it was fitted on),
 - the panel's default rule (median / majority, or the offline panel's union),
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -42,8 +44,23 @@ PANELS = (
     ("3 span judges (sim)", ROOT / "examples" / "panel.sim-3span.yaml"),
     ("5 span judges (sim)", ROOT / "examples" / "panel.sim-5span.yaml"),
     ("3 score judges (sim)", ROOT / "examples" / "panel.sim-3score.yaml"),
-    ("offline panel", None),
+    ("offline panel", None),  # the one that fits the rows' task_type: see offline_panel
 )
+OFFLINE_PANELS = {
+    "qa": ROOT / "examples" / "panel.offline-qa.yaml",
+    "summary": ROOT / "examples" / "panel.offline-summary.yaml",
+}
+"""The offline panel for free-text sources, by the rows' ``task_type``; data-to-text rows
+(and any other) get the embedded default panel."""
+
+
+def offline_panel(dataset: Path) -> Path | None:
+    """The offline panel that fits ``dataset``, read from its first row's ``task_type``."""
+    with dataset.open(encoding="utf-8") as rows:
+        first = json.loads(next((line for line in rows if line.strip()), "{}"))
+    return OFFLINE_PANELS.get(str(first.get("task_type", "")).lower())
+
+
 STUB_PORT = 8765  # the port the example panels name
 
 
@@ -128,7 +145,8 @@ def main() -> int:
             task = dataset.stem
             config = StubConfig(gold=load_gold(dataset), seed=args.seed)
             with running_stub_server(config, port=STUB_PORT):
-                for label, panel in PANELS:
+                for label, listed in PANELS:
+                    panel = listed if listed is not None else offline_panel(dataset)
                     started = time.perf_counter()
                     db = str(Path(tmp) / f"{task}-{len(verdicts)}.duckdb")
                     summary = asyncio.run(
