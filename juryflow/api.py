@@ -52,7 +52,7 @@ def _on_this_thread_or_aside(work: Callable[[], T]) -> T:
 def _start_prefect() -> None:
     """Prefect's offline defaults, quiet logs, and (without ``PREFECT_API_URL``) the ephemeral
     server juryflow owns, started from this thread so that it dies with this process."""
-    apply_offline_defaults()
+    apply_offline_defaults(quiet=True)  # a script's output is its own: Prefect's INFO lines off
     from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
     from juryflow.flows.runtime.prefect_server import start_owned_server
 

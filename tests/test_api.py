@@ -195,3 +195,23 @@ def test_a_dataframe_without_pandas_says_which_extra_to_install(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert "pip install 'juryflow[pandas]'" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_script_shows_its_progress_and_none_of_prefects_info_lines(
+    tmp_path: Path,
+) -> None:
+    """Issue 28: the API in a script printed Prefect's INFO log lines beside its progress."""
+    script = (
+        "import juryflow\n"
+        f"run = juryflow.run(db={str(tmp_path / 'api.duckdb')!r}, limit=2)\n"
+        "print(run.run_id)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env.pop("PREFECT_API_URL", None)  # the script's own server, as a user's script has
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| INFO" not in done.stderr, done.stderr
+    assert "judged 6/6" in done.stderr, done.stderr  # the progress itself stays
