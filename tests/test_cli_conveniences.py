@@ -219,3 +219,31 @@ def test_without_labels_the_judge_table_has_no_f1(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "flag rate" in result.output and "F1 vs gold" not in result.output
     assert "8/8" in _table_row(result.output, "numbers")
+
+
+def test_serve_stops_on_sigterm_in_one_line(tmp_path: Path) -> None:
+    """Issue 28, finding 9: a service manager stops `juryflow serve` with SIGTERM; it died
+    without a word (killed by the signal) before."""
+    from tests.prefect_server import running_prefect_server
+
+    with running_prefect_server(tmp_path) as env:
+        process = subprocess.Popen(
+            [JURYFLOW, "serve"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        try:
+            assert process.stdout is not None
+            assert "serving evaluate-serve" in process.stdout.readline()
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 143, out + err
+    assert "stopped serving evaluate-serve and regression-serve (SIGTERM)" in out, out + err
+    assert "Traceback" not in out + err, out + err

@@ -6,6 +6,7 @@ Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Annotated, Any, cast
 
 import typer
@@ -255,6 +256,16 @@ def serve_command(
         check_no_collision()
     except ServeError as error:
         _fail(str(error))
+    stopped_by = ["Ctrl-C"]
+
+    def _stop_on_sigterm(signum: int, frame: object) -> None:
+        # A service manager (systemd, Docker, a Prefect work pool) stops a server with
+        # SIGTERM: end as Ctrl-C does, in one line, instead of dying without a word.
+        stopped_by[0] = "SIGTERM"
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # installed before the line that says it serves: a SIGTERM after that line is caught
     api = configured_api_url()
     where = (
         f"on the Prefect server {api} (its UI: {api.removesuffix('/api')})"
@@ -262,20 +273,26 @@ def serve_command(
         else "on a temporary Prefect server that ends with this command; to see them in a UI, "
         "`juryflow server start` and set PREFECT_API_URL"
     )
-    console.print(
-        output.plain(f"serving evaluate-serve and regression-serve {where} (Ctrl-C stops)"),
-        soft_wrap=True,
-    )
-    serve_nightly(
-        dataset=dataset,
-        panel=panel,
-        db=db,
-        suite=suite,
-        baseline=baseline,
-        evaluate_cron=evaluate_cron,
-        regression_cron=regression_cron,
-        timezone=timezone,
-    )
+    try:
+        console.print(
+            output.plain(f"serving evaluate-serve and regression-serve {where} (Ctrl-C stops)"),
+            soft_wrap=True,
+        )
+        serve_nightly(
+            dataset=dataset,
+            panel=panel,
+            db=db,
+            suite=suite,
+            baseline=baseline,
+            evaluate_cron=evaluate_cron,
+            regression_cron=regression_cron,
+            timezone=timezone,
+        )
+    except KeyboardInterrupt:
+        console.print(
+            output.plain(f"stopped serving evaluate-serve and regression-serve ({stopped_by[0]})")
+        )
+        raise typer.Exit(143 if stopped_by[0] == "SIGTERM" else 130) from None
 
 
 def init_command(
