@@ -275,11 +275,12 @@ def _to_version_4(path: Path) -> None:
         con.execute("DROP TABLE run_shards")
         con.execute("DROP TABLE store_meta")
         con.execute("ALTER TABLE runs DROP COLUMN finished_snapshot")
-        # what migrations 10-12 added: cache tokens, early stopping's tables, batch ids
+        # what migrations 10-13 added: cache tokens, early stopping's tables, batch ids, 429s
         for column in ("cache_write_tokens", "cache_read_tokens", "batch_id"):
             con.execute(f"ALTER TABLE judgments DROP COLUMN {column}")
         con.execute("DROP TABLE skipped_judgments")
         con.execute("DROP TABLE audit_items")
+        con.execute("DROP TABLE rate_limited")
         con.execute("DELETE FROM schema_version WHERE version > 4")
     finally:
         con.close()

@@ -54,6 +54,10 @@ def quiet_prefect_logging(verbose: bool = False) -> None:
     # WARNING while the ephemeral server shuts down: neither is about the run.
     logging.getLogger("prefect").setLevel(logging.ERROR)
     logging.getLogger("prefect.EventsWorker").setLevel(logging.ERROR)
+    # Prefect's queue services log under their bare class names, outside "prefect": on a
+    # loaded machine "EventsWorker - Still processing items" came after a run's last line.
+    for service in ("EventsWorker", "APILogWorker"):
+        logging.getLogger(service).setLevel(logging.ERROR)
 
 
 def quiet_stopped_run() -> None:
