@@ -110,6 +110,15 @@ OPENAI_CACHE_INCREMENT = 128
 """OpenAI caches the longest prefix it has seen from 1,024 tokens on, in steps of 128."""
 
 
+def anthropic_cache_minimum(model: str) -> int:
+    """The shortest prefix Anthropic caches for ``model`` (a shorter one is billed at the
+    input price, without an error)."""
+    return next(
+        (n for name, n in ANTHROPIC_CACHE_MIN_TOKENS if model.startswith(name)),
+        ANTHROPIC_CACHE_DEFAULT_MIN,
+    )
+
+
 def cached_prefix_tokens(
     provider: str, model: str, base_url: str | None, prefix_tokens: int
 ) -> int | None:
@@ -121,11 +130,7 @@ def cached_prefix_tokens(
     OpenAI the longest prefix it has seen, in steps of 128 tokens.
     """
     if provider == "anthropic":
-        minimum = next(
-            (n for name, n in ANTHROPIC_CACHE_MIN_TOKENS if model.startswith(name)),
-            ANTHROPIC_CACHE_DEFAULT_MIN,
-        )
-        return prefix_tokens if prefix_tokens >= minimum else 0
+        return prefix_tokens if prefix_tokens >= anthropic_cache_minimum(model) else 0
     if provider == "openai" and base_url is None:
         if prefix_tokens < OPENAI_CACHE_MIN_TOKENS:
             return 0

@@ -117,6 +117,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from juryflow.judges.pricing import (
+    OPENAI_CACHE_INCREMENT,
+    OPENAI_CACHE_MIN_TOKENS,
+    anthropic_cache_minimum,
+)
 from juryflow.judges.providers.base import TOOL_NAME
 from juryflow.standin.dialects import DIALECTS, LocalDialect, local_dialect, text_form, written
 from juryflow.standin.quotas import QuotaKeeper
@@ -536,19 +541,9 @@ def _tokens(text: str) -> int:
 CACHE_TTL_SECONDS = 300.0
 """How long a cached prefix lives after its last use: both providers' default (5 minutes;
 Anthropic's ``"ttl": "1h"`` keeps it an hour)."""
-OPENAI_CACHE_MIN_TOKENS = 1024
-OPENAI_CACHE_INCREMENT = 128
-"""OpenAI caches the longest prefix it has seen from 1,024 tokens on, in steps of 128."""
-ANTHROPIC_CACHE_MIN_TOKENS: tuple[tuple[str, int], ...] = (
-    ("claude-opus-4-5", 4096),
-    ("claude-opus-4-6", 4096),
-    ("claude-haiku-4-5", 4096),
-    ("claude-sonnet-4-6", 2048),
-    ("claude-3-5-haiku", 2048),
-    ("claude-3-haiku", 2048),
-)
-"""The shortest prefix a breakpoint caches, by model; shorter is sent uncached, no error.
-Any other model (``stub-*`` included): 1,024 tokens, Claude Sonnet 4.5's."""
+# The providers' cache minimums are the price table's (juryflow.judges.pricing): the shortest
+# prefix a breakpoint caches, by model (shorter is sent uncached, no error); any other model,
+# ``stub-*`` included, 1,024 tokens; OpenAI from 1,024 tokens in steps of 128.
 
 
 class PromptCache:
@@ -624,8 +619,7 @@ def _anthropic_cache(body: dict[str, Any], model: str) -> tuple[int, int, float]
     lines.append("".join(t for t, _ in messages[end[0]][: end[1] + 1]))
     prefix = "\n".join(lines)
     tokens = _tokens(prefix)
-    minimum = next((n for name, n in ANTHROPIC_CACHE_MIN_TOKENS if model.startswith(name)), 1024)
-    if tokens < minimum:
+    if tokens < anthropic_cache_minimum(model):
         return 0, 0, ttl
     tools = json.dumps(body.get("tools"), sort_keys=True)
     digest = hashlib.sha256(f"{tools}\0{prefix}".encode()).digest()
