@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +140,21 @@ def test_view_open_opens_the_browser_at_the_url_it_serves(tmp_path: Path) -> Non
             process.wait()
 
 
-def test_serve_names_the_api_it_was_given_rather_than_asking_for_one(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Served:
+    api: str
+    first_line: str
+    returncode: int
+    out: str
+    err: str
+
+
+def _serve_then_stop(tmp_path: Path, stop: signal.Signals) -> Served:
+    """`juryflow serve` on a real local Prefect server, stopped by ``stop`` once it has said
+    where it serves."""
     from tests.prefect_server import running_prefect_server
 
     with running_prefect_server(tmp_path) as env:
-        api = env["PREFECT_API_URL"]
         process = subprocess.Popen(
             [JURYFLOW, "serve"],
             stdout=subprocess.PIPE,
@@ -155,15 +166,19 @@ def test_serve_names_the_api_it_was_given_rather_than_asking_for_one(tmp_path: P
         try:
             assert process.stdout is not None
             line = process.stdout.readline()
+            process.send_signal(stop)
+            out, err = process.communicate(timeout=120)
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
+            if process.poll() is None:
                 process.kill()
                 process.wait()
-    assert f"on the Prefect server {api}" in line, line
-    assert "set PREFECT_API_URL" not in line
+    return Served(env["PREFECT_API_URL"], line, process.returncode, out, err)
+
+
+def test_serve_names_the_api_it_was_given_rather_than_asking_for_one(tmp_path: Path) -> None:
+    served = _serve_then_stop(tmp_path, signal.SIGINT)
+    assert f"on the Prefect server {served.api}" in served.first_line, served.first_line
+    assert "set PREFECT_API_URL" not in served.first_line
 
 
 def _table_row(output: str, name: str) -> str:
@@ -224,26 +239,9 @@ def test_without_labels_the_judge_table_has_no_f1(tmp_path: Path) -> None:
 def test_serve_stops_on_sigterm_in_one_line(tmp_path: Path) -> None:
     """Issue 28, finding 9: a service manager stops `juryflow serve` with SIGTERM; it died
     without a word (killed by the signal) before."""
-    from tests.prefect_server import running_prefect_server
-
-    with running_prefect_server(tmp_path) as env:
-        process = subprocess.Popen(
-            [JURYFLOW, "serve"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=REPO,
-        )
-        try:
-            assert process.stdout is not None
-            assert "serving evaluate-serve" in process.stdout.readline()
-            process.send_signal(signal.SIGTERM)
-            out, err = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == 143, out + err
-    assert "stopped serving evaluate-serve and regression-serve (SIGTERM)" in out, out + err
-    assert "Traceback" not in out + err, out + err
+    served = _serve_then_stop(tmp_path, signal.SIGTERM)
+    said = served.first_line + served.out + served.err
+    assert "serving evaluate-serve" in served.first_line, said
+    assert served.returncode == 143, said
+    assert "stopped serving evaluate-serve and regression-serve (SIGTERM)" in served.out, said
+    assert "Traceback" not in said, said
