@@ -41,6 +41,8 @@ from juryflow.storage.shards import ShardLost
 from juryflow.storage.store.liveness import hold
 
 T = TypeVar("T")
+ByItem = dict[str, list[Judgment]]
+"""Each item's judgments so far, by item id."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -260,7 +262,7 @@ class ChunkRunner:
         self,
         items: list[Item],
         index: int,
-        by_item: dict[str, list[Judgment]],
+        by_item: ByItem,
         early: EarlyStopPlan,
     ) -> list[Judgment]:
         """Exact early stopping: the first judges on every item (every judge on the audit
@@ -286,11 +288,13 @@ class ChunkRunner:
             fresh += answers
         return fresh
 
-    def _open(
-        self, item: Item, by_item: dict[str, list[Judgment]], early: EarlyStopPlan
-    ) -> list[str]:
+    def _open(self, item: Item, by_item: ByItem, early: EarlyStopPlan) -> list[str]:
         known, text = by_item[item.item_id], item.text(self.plan.text_variable)
         return early.open_judges(item.item_id, text, known, self.skipped.get(item.item_id, ()))
+
+    def _stop_reason(self, item: Item, by_item: ByItem, early: EarlyStopPlan) -> str | None:
+        known, text = by_item[item.item_id], item.text(self.plan.text_variable)
+        return early.stop_reason(item.item_id, text, known, self.skipped.get(item.item_id, ()))
 
     def _panel_order(self, judgments: list[Judgment]) -> list[Judgment]:
         # As an early-stopped run orders them, so that both combine alike to the last bit.
@@ -298,9 +302,7 @@ class ChunkRunner:
 
     async def run_chunk(self, items: list[Item], index: int) -> int:
         self.in_flight[index] = items
-        by_item: dict[str, list[Judgment]] = {
-            i.item_id: list(self.stored.pop(i.item_id, [])) for i in items
-        }
+        by_item: ByItem = {i.item_id: list(self.stored.pop(i.item_id, [])) for i in items}
         new = [j for item in items for j in self.replayed.pop(item.item_id, [])]
         for judgment in new:
             by_item[judgment.item_id].append(judgment)
@@ -326,12 +328,9 @@ class ChunkRunner:
                 # An item a judge left for lack of budget gets its consensus when --resume
                 # has all its judgments (as for an interrupted chunk), unless early stopping
                 # closed it (exactly, or lossily on close agreement).
-                if early is None or self._open(item, by_item, early):
+                if early is None or (why := self._stop_reason(item, by_item, early)) is None:
                     continue
                 earlier = self.skipped.get(item.item_id, set()) | judged
-                why = early.skip_reason(
-                    item.item_id, item.text(text_variable), by_item[item.item_id]
-                )
                 skipped += [(item.item_id, s.id, why) for s in early.order if s.id not in earlier]
             if early is not None and early.in_audit(item.item_id):
                 audit.append(item.item_id)

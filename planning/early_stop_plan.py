@@ -59,15 +59,28 @@ class EarlyStopPlan:
         self, item_id: str, text: str, known: Sequence[Judgment], left_out: Collection[str] = ()
     ) -> list[str]:
         """The judges not heard on the item (``left_out``: skipped by an earlier invocation),
-        in calling order, when one of them could still change its result; else [] (decided).
-        An audit item is never decided before every judge has answered."""
+        in calling order, when one of them could still change its result; else [] (closed)."""
+        if self.stop_reason(item_id, text, known, left_out) is not None:
+            return []
+        heard = {j.judge_id for j in known} | set(left_out)
+        return [spec.id for spec in self.order if spec.id not in heard]
+
+    def stop_reason(
+        self, item_id: str, text: str, known: Sequence[Judgment], left_out: Collection[str] = ()
+    ) -> str | None:
+        """Why the judges not heard on the item need not be called: ``decided`` (exact) or
+        ``lossy`` (the first judges agreed closely; the result may differ from the panel's);
+        None while one of them could still change its result. An audit item stays open
+        until every judge has answered."""
         heard = {j.judge_id for j in known} | set(left_out)
         missing = [spec.id for spec in self.order if spec.id not in heard]
-        if not missing or self.in_audit(item_id):
-            return missing
-        if self.is_decided(item_id, text, known, missing) or self.lossy_stop(known, heard):
-            return []
-        return missing
+        if not missing:
+            return "decided"
+        if self.in_audit(item_id):
+            return None
+        if self.is_decided(item_id, text, known, missing):
+            return "decided"
+        return "lossy" if self.lossy_stop(known, heard) else None
 
     def is_decided(
         self, item_id: str, text: str, known: Sequence[Judgment], missing: Sequence[str]
@@ -90,13 +103,6 @@ class EarlyStopPlan:
             return False
         first = {spec.id for spec in self.order[: self.first]}
         return set(heard) == first and close_enough(list(known), self.lossy_agreement)
-
-    def skip_reason(self, item_id: str, text: str, known: Sequence[Judgment]) -> str:
-        """Why the judges not heard on a closed item were left out: ``decided`` (exact) or
-        ``lossy`` (the first judges agreed closely; the result may differ from the panel's)."""
-        heard = {j.judge_id for j in known}
-        missing = [spec.id for spec in self.order if spec.id not in heard]
-        return "decided" if self.is_decided(item_id, text, known, missing) else "lossy"
 
 
 def _shape(spec: JudgeSpec) -> JudgeShape:
