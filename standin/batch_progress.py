@@ -3,7 +3,6 @@ when its time has come; each request is answered as the real-time endpoints answ
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import time
@@ -22,6 +21,7 @@ from juryflow.standin.batch_wire import jsonl, now, openai_line
 from juryflow.standin.server import (
     FAULTS,
     StubServer,
+    answer_seed,
     anthropic_message,
     error_body,
     make_answer,
@@ -148,7 +148,8 @@ class Progress:
         server.stats._prompt(prompt)
         kind = request_kind(body, prompt)
         # The real-time endpoints' seed: a batch answers exactly what a real-time call would.
-        rng = random.Random(hashlib.sha256(f"{config.seed}|{model}|{prompt}".encode()).digest())
+        draw = server.draw_for(body, model, prompt)
+        rng = random.Random(answer_seed(config.seed, model, prompt, draw))
         try:
             answer = make_answer(
                 "broken" if fault == "malformed" else step or rule.answer,
@@ -158,6 +159,7 @@ class Progress:
                 config.gold,
                 config.seed,
                 model,
+                draw,
             )
         except ValueError as error:
             return errored(api, 400, str(error))

@@ -45,6 +45,11 @@ specificity, mild) are in
 response), so they are the same across runs and concurrency and independent across judges;
 a response not in the gold set (or no gold set) gets the ``random`` answer.
 
+Sampling: a request whose body has ``temperature`` above 0 is seeded also by its draw, the
+number of identical (model, prompt) sampled requests this server process answered before it
+(:class:`SampleDraws`); draw 0 is seeded exactly as a temperature-0 request, so N samples of
+one item get N independent answers of the same judge and the first equals the unsampled one.
+
 Any model not starting with ``stub-`` gets ``StubConfig.default_answer`` (``random``),
 so a real panel file works against the stand-in unchanged.
 
@@ -408,6 +413,39 @@ def _score_answer(score: float) -> dict[str, Any]:
     return {"score": score, "reasoning": f"stub judge: score {score}"}
 
 
+def sampled(body: dict[str, Any]) -> bool:
+    """Whether a request asks for a sampled answer: a ``temperature`` above 0 in its body."""
+    temperature = body.get("temperature")
+    return isinstance(temperature, int | float) and temperature > 0
+
+
+class SampleDraws:
+    """How many sampled requests each (model, prompt) has had in this server process.
+
+    Never reset (not by ``/_reset`` either): a run that adds a fourth sample after three
+    gets the fourth draw, as a model sampled again gives a new answer.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[bytes] = Counter()
+
+    def next(self, model: str, prompt: str) -> int:
+        """The draw of this request, counting it."""
+        key = hashlib.sha256(f"{model}\0{prompt}".encode()).digest()
+        with self._lock:
+            draw = self._counts[key]
+            self._counts[key] = draw + 1
+        return draw
+
+
+def answer_seed(seed: int, model: str, prompt: str, draw: int = 0) -> bytes:
+    """The digest seeding an answer; draw 0 keeps the digest every answer had before draws
+    existed, so temperature-0 answers (and first samples) are byte-identical to them."""
+    suffix = f"|draw{draw}" if draw else ""
+    return hashlib.sha256(f"{seed}|{model}|{prompt}{suffix}".encode()).digest()
+
+
 def make_answer(
     answer: str,
     kind: str,
@@ -416,9 +454,10 @@ def make_answer(
     gold: Gold | None = None,
     seed: int = 0,
     model: str = "",
+    draw: int = 0,
 ) -> Answer:
     if answer.startswith("sim-"):
-        return _simulated(answer, kind, prompt, rng, gold, seed, model)
+        return _simulated(answer, kind, prompt, rng, gold, seed, model, draw)
     if answer.startswith("raw:"):
         return Answer(None, answer[len("raw:") :])
     if answer == "broken":
@@ -458,8 +497,9 @@ def _simulated(
     gold: Gold | None,
     seed: int,
     model: str,
+    draw: int = 0,
 ) -> Answer:
-    simulated = sim_answer(answer, prompt, gold, seed, model or answer)
+    simulated = sim_answer(answer, prompt, gold, seed, model or answer, draw)
     if simulated is None:
         return _random_answer(kind, prompt, rng)
     if simulated.kind == "broken":
@@ -806,6 +846,7 @@ class StubServer:
         self.dialect = local_dialect(cfg.dialect)
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._server: asyncio.Server | None = None
+        self._draws = SampleDraws()
 
     def enqueue(self, model: str, *steps: str) -> None:
         with self._script_lock:
@@ -992,14 +1033,16 @@ class StubServer:
         prompt = prompt_of(body)
         self.stats._prompt(prompt)
         kind = request_kind(body, prompt)
-        # Answers are seeded by the prompt, not by arrival order: concurrent runs agree.
-        seed = hashlib.sha256(f"{config.seed}|{model}|{prompt}".encode()).digest()
+        # Answers are seeded by the prompt, not by arrival order: concurrent runs agree (a
+        # sampled request's draw counts identical ones, so its samples differ, see answer_seed).
+        draw = self.draw_for(body, model, prompt)
+        seed = answer_seed(config.seed, model, prompt, draw)
         rng = random.Random(seed)
         if fault == "malformed":
             step = "broken"
         try:
             answer = make_answer(
-                step or rule.answer, kind, prompt, rng, config.gold, config.seed, model
+                step or rule.answer, kind, prompt, rng, config.gold, config.seed, model, draw
             )
         except ValueError as error:
             return _Reply("400", 400, error_body(api, 400, str(error)))
@@ -1009,6 +1052,11 @@ class StubServer:
             body, answer, rule, prompt, number, dialect=self.dialect, seed=seed
         )
         return _Reply("ok", 200, completion)
+
+    def draw_for(self, body: dict[str, Any], model: str, prompt: str) -> int:
+        """Which draw of (``model``, ``prompt``) this answer is: 0 at temperature 0 (or none
+        sent), else how many sampled requests identical to it were answered before."""
+        return self._draws.next(model, prompt) if sampled(body) else 0
 
     def _random_fault(self) -> str | None:
         config = self.config

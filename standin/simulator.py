@@ -59,6 +59,16 @@ spans are returned exactly as labelled, so one whose text occurs several times i
 response is anchored the way the anchoring treats any repeated string; false spans and
 over-flagged sentences are cut only where their text occurs once. A response absent from
 the gold set (or a server without one) gets the seeded ``random`` answer instead.
+
+Sampling: a request with ``temperature`` above 0 is answered from an RNG seeded also by its
+draw ``k``, the number of identical (model, prompt) sampled requests the server process
+answered before it (:class:`juryflow.standin.server.SampleDraws`). Draw 0 keeps the seed
+above exactly, so temperature-0 answers, and the first sample of each item, are
+byte-identical to the answers before sampling existed; the draws 1, 2, ... are independent
+answers of the same judge, so ``F``, ``j``, ``r``, ``f``, ``b`` (every drawn parameter) act
+as noise between the samples of one item, while a judge's answers to one item at
+temperature 0 stay copies of each other. The draws count arrivals, so which of N
+concurrent samples gets which draw is not fixed, only that the N draws are 0..N-1.
 """
 
 from __future__ import annotations
@@ -311,14 +321,18 @@ class SimAnswer:
 
 
 def sim_answer(
-    answer: str, prompt: str, gold: Gold | None, seed: int, model: str
+    answer: str, prompt: str, gold: Gold | None, seed: int, model: str, draw: int = 0
 ) -> SimAnswer | None:
-    """The sim judge ``answer``'s reply to ``prompt``; None when the response has no gold."""
+    """The sim judge ``answer``'s reply to ``prompt``; None when the response has no gold.
+
+    ``draw`` numbers the samples of a sampled request (see the module's Sampling); 0 is the
+    answer every unsampled request gets."""
     params = parse_sim(answer)
     response = gold.find(prompt) if gold is not None else None
     if gold is None or response is None:
         return None
-    digest = hashlib.sha256(f"{seed}|{model}|{response}".encode()).digest()
+    suffix = f"|draw{draw}" if draw else ""
+    digest = hashlib.sha256(f"{seed}|{model}|{response}{suffix}".encode()).digest()
     rng = random.Random(digest)
     if rng.random() < params.broken:
         return SimAnswer("broken")
