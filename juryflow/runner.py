@@ -41,11 +41,14 @@ def _with_task_runner(dask: str | None) -> Any:
 
 
 def run_evaluation(
-    console: Console, parameters: dict[str, Any], dask: str | None
+    console: Console, parameters: dict[str, Any], dask: str | None, origin: str | None = None
 ) -> dict[str, Any]:
-    """Run the flow; raises :class:`interrupts.RunInterrupted` when it was stopped."""
+    """Run the flow; raises :class:`interrupts.RunInterrupted` when it was stopped.
+
+    ``origin``: where the run's settings came from when the user did not name them (the
+    folder's ``panel.yaml``), said in the start line."""
     if threading.current_thread() is not threading.main_thread():
-        return _run_evaluation(console, parameters, dask)
+        return _run_evaluation(console, parameters, dask, origin)
     # Until the flow's own handlers take over (and after), SIGTERM ends juryflow as Ctrl-C
     # does: by unwinding, so that the Prefect server it started is stopped too.
     previous = signal.signal(signal.SIGTERM, interrupts.raise_on_sigterm)
@@ -53,7 +56,7 @@ def run_evaluation(
     if not interrupts.sigint_handled():
         signal.signal(signal.SIGINT, interrupts.raise_on_sigint)
     try:
-        return _run_evaluation(console, parameters, dask)
+        return _run_evaluation(console, parameters, dask, origin)
     except KeyboardInterrupt:
         raise _interrupted(signal.SIGINT) from None
     except SystemExit as leaving:
@@ -83,7 +86,7 @@ def _interrupted(signum: signal.Signals) -> interrupts.RunInterrupted:
 
 
 def _run_evaluation(
-    console: Console, parameters: dict[str, Any], dask: str | None
+    console: Console, parameters: dict[str, Any], dask: str | None, origin: str | None
 ) -> dict[str, Any]:
     from prefect.exceptions import CancelledRun
 
@@ -100,7 +103,7 @@ def _run_evaluation(
     else:
         bar = None
         ticker = PlainTicker(tally, sys.stderr, progress_seconds(sys.stderr))
-    listen = _listener(tally, bar, ticker)
+    listen = _listener(tally, bar, ticker, origin)
     progress.add_listener(listen)
     try:
         with bar if bar is not None else contextlib.nullcontext():
@@ -128,13 +131,15 @@ def _run_evaluation(
     return result
 
 
-def _listener(tally: Tally, bar: Progress | None, ticker: PlainTicker | None) -> progress.Listener:
+def _listener(
+    tally: Tally, bar: Progress | None, ticker: PlainTicker | None, origin: str | None
+) -> progress.Listener:
     task = bar.add_task("judgments", total=None) if bar is not None else None
 
     def listen(event: progress.Event) -> None:
         tally.take(event)
         if isinstance(event, progress.Started):
-            line = started_line(event)
+            line = started_line(event, origin)
             if bar is not None:
                 bar.console.print(Text(line), soft_wrap=True)
             if ticker is not None:

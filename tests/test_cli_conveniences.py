@@ -94,14 +94,22 @@ def test_panel_yaml_in_the_current_folder_is_the_panel_without_panel(tmp_path: P
     args = ("run", str(SAMPLE), "--dry-run", "--limit", "2")
     found = _juryflow(tmp_path, *args)
     assert found.returncode == 0, found.stderr
-    assert "panel: panel.yaml in this folder (no --panel given)" in found.stderr
+    assert "panel panel.yaml from this folder (no --panel given)" in found.stderr
     assert "panel offline-qa" in found.stdout
     named = _juryflow(tmp_path, *args, "--panel", str(REPO / "examples" / "panel.offline.yaml"))
     assert named.returncode == 0, named.stderr
-    assert "panel offline-default" in named.stdout and "in this folder" not in named.stderr
+    assert "panel offline-default" in named.stdout and "from this folder" not in named.stderr
     (tmp_path / "panel.yaml").unlink()
     embedded = _juryflow(tmp_path, *args)
-    assert "panel offline-default" in embedded.stdout and "in this folder" not in embedded.stderr
+    assert "panel offline-default" in embedded.stdout and "from this folder" not in embedded.stderr
+
+
+def test_a_run_says_in_its_start_line_that_the_panel_is_the_folder_s(tmp_path: Path) -> None:
+    shutil.copy(REPO / "examples" / "panel.offline-qa.yaml", tmp_path / "panel.yaml")
+    found = _juryflow(tmp_path, "run", str(SAMPLE), "--limit", "2", "--db", "s.duckdb")
+    assert found.returncode == 0, found.stderr
+    start = next(line for line in found.stderr.splitlines() if line.startswith("run "))
+    assert "· panel panel.yaml from this folder (no --panel given) · store" in start
 
 
 def test_view_open_opens_the_browser_at_the_url_it_serves(tmp_path: Path) -> None:

@@ -186,9 +186,10 @@ def run(
             check_workers(workers, distributed=dask is not None, max_cost=max_cost)
             mapping = parse_mapping(map_ or [])
             panel, panel_note = default_panel(panel, resume)
-            if panel_note:
-                err.print(output.plain(panel_note, one_line=True), soft_wrap=True)
             if dry_run:
+                # no start line to carry it: a dry run says where its panel came from first
+                if panel_note:
+                    err.print(output.plain(panel_note, one_line=True), soft_wrap=True)
                 estimate_dry_run(console, dataset, panel, db, mapping, quorum, no_cache, max_chars,
                                  limit, sample, seed, max_cost, resume, batch)  # fmt: skip
                 return
@@ -268,6 +269,7 @@ def run(
                     batch_wait=batch_wait,
                 ),
                 dask=dask,
+                origin=panel_note,
             )
         except KeyboardInterrupt:  # before the run's flow began: nothing stored, nothing to resume
             err.print("juryflow: interrupted (SIGINT) before the run started; nothing was judged")

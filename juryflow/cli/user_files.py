@@ -36,4 +36,4 @@ def default_panel(given: str | None, resume: str | None) -> tuple[str | None, st
         return given, None
     if not Path(PANEL_FILE).is_file():
         return None, None
-    return PANEL_FILE, f"panel: {PANEL_FILE} in this folder (no --panel given)"
+    return PANEL_FILE, f"panel {PANEL_FILE} from this folder (no --panel given)"

@@ -151,11 +151,14 @@ def money(usd: float | None) -> str:
     return f"${usd:.4f}" if 0 < usd < 0.01 else f"${usd:,.2f}"
 
 
-def started_line(event: progress.Started) -> str:
+def started_line(event: progress.Started, origin: str | None = None) -> str:
+    """``run ID · store PATH · flow run ID``, with ``origin`` (say, the folder's panel file)
+    after the run id when the user did not name it."""
     where = event.flow_run_url or (
         f"flow run {event.flow_run_id}" if event.flow_run_id else "no Prefect flow run"
     )
-    return safe_text(f"run {event.run_id} · store {event.store} · {where}", one_line=True)
+    named = f" · {origin}" if origin else ""
+    return safe_text(f"run {event.run_id}{named} · store {event.store} · {where}", one_line=True)
 
 
 def progress_seconds(warn: IO[str]) -> float:
