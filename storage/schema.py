@@ -392,6 +392,45 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    (
+        14,
+        """
+        -- Issue 26: repeated samples per judge. A judge with samples: N > 1 keeps its reduced
+        -- answer in judgments (one row per run, item, judge, as always) and each sample here;
+        -- a judge with one sample has no rows here.
+        CREATE TABLE judgment_samples (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            sample_index INTEGER NOT NULL,    -- 0..N-1
+            output_kind VARCHAR NOT NULL,
+            score DOUBLE,                     -- NULL when unscored
+            verdict BOOLEAN,
+            unscored_reason VARCHAR,
+            raw_output VARCHAR,
+            latency_ms DOUBLE,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cost_usd DOUBLE,
+            cache_key VARCHAR,
+            cached BOOLEAN NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE judgment_sample_spans (
+            run_id VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL,
+            judge_id VARCHAR NOT NULL,
+            sample_index INTEGER NOT NULL,
+            span_index INTEGER NOT NULL,
+            char_start INTEGER,               -- NULL when the span could not be anchored
+            char_end INTEGER,
+            text VARCHAR NOT NULL
+        );
+        """,
+    ),
+)
+
 # Numbered blocks may be written in any order in this file; they apply in number order.
 MIGRATIONS = tuple(sorted(MIGRATIONS))
 
@@ -417,6 +456,8 @@ TABLES = (
     "skipped_judgments",
     "audit_items",
     "rate_limited",
+    "judgment_samples",
+    "judgment_sample_spans",
 )
 
 

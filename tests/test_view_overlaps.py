@@ -281,6 +281,8 @@ def _to_version_4(path: Path) -> None:
         con.execute("DROP TABLE skipped_judgments")
         con.execute("DROP TABLE audit_items")
         con.execute("DROP TABLE rate_limited")
+        con.execute("DROP TABLE judgment_sample_spans")
+        con.execute("DROP TABLE judgment_samples")
         con.execute("DELETE FROM schema_version WHERE version > 4")
     finally:
         con.close()
