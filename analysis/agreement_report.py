@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from juryflow.analysis.self_agreement_report import JudgeSelfAgreement, judge_self_agreement
 from juryflow.maths import agreement as ag
 from juryflow.maths import gold as gd
 from juryflow.storage.annotation_labels import labels_view
@@ -231,6 +232,9 @@ class AgreementReport(_Frozen):
     gold_source: GoldSource = "dataset"
     """Whose labels the accuracy is against (``--gold``): the dataset's, reviewers'
     annotations, or both (an item's newest annotation replaces its dataset label)."""
+    self_agreement: list[JudgeSelfAgreement] = []
+    """Judges with repeated samples (``samples: N``): agreement between their own samples,
+    beside their agreement with the other judges (:mod:`.self_agreement_report`)."""
 
     # -- the same numbers as Arrow tables, for notebooks (juryflow.api) ------------------
 
@@ -656,6 +660,9 @@ def agreement_report(
         )
 
     return AgreementReport(
+        self_agreement=judge_self_agreement(
+            store, data, len(everything.item_ids), audit, _kappa_with_others(groups[0])
+        ),
         consensus_rule=data.consensus_rule,
         contradictions=data.contradictions,
         unlocalised=data.unlocalised,
@@ -673,6 +680,16 @@ def agreement_report(
         notes=notes,
         gold_source=gold,
     )
+
+
+def _kappa_with_others(group: GroupAgreement) -> dict[str, float | None]:
+    """Each judge's mean pairwise Cohen κ with the others of ``group``."""
+    found: dict[str, list[float]] = {judge: [] for judge in group.judges}
+    for pair in group.pairs:
+        if pair.cohen_kappa.value is not None:
+            found[pair.judge_a].append(pair.cohen_kappa.value)
+            found[pair.judge_b].append(pair.cohen_kappa.value)
+    return {judge: float(np.mean(k)) if k else None for judge, k in found.items()}
 
 
 _NO_LABELS: dict[str, str] = {

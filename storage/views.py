@@ -546,6 +546,126 @@ _JUDGE_ACCURACY = _judge_accuracy(
 )
 
 
+# Intra-judge reliability (issue 26): per run and judge with repeated samples (``samples: N``
+# in the panel; ``judgment_samples``, migration 14), how far its samples of an item agree,
+# each sample in the place of a judge: Krippendorff's alpha (interval) on the scores from
+# each item's count, sum and sum of squares; the mean share of an item's sample pairs whose
+# verdicts differ; Fleiss' kappa over the items every sample that answered anything answered;
+# and the mean over pairs of samples of their micro character F1 (items both answered with
+# spans; a pair where neither flagged a character is left out). The same numbers as
+# juryflow.maths.samples.self_agreement, which adds the intervals.
+_SAMPLE_SPANS = """
+    SELECT p.run_id, p.item_id, p.judge_id, p.sample_index,
+           greatest(p.char_start, 0) AS char_start, p.char_end
+    FROM judgment_sample_spans p
+    JOIN judgment_samples s USING (run_id, item_id, judge_id, sample_index)
+    WHERE s.score IS NOT NULL AND s.output_kind = 'spans'
+      AND p.char_start IS NOT NULL AND p.char_end > greatest(p.char_start, 0)
+    """
+
+_SAMPLE_KEYS = "run_id, item_id, judge_id, sample_index"
+_SAMPLE_INTERVALS = _disjoint(_SAMPLE_SPANS, _SAMPLE_KEYS, _SAMPLE_KEYS)
+
+_JUDGE_SELF_AGREEMENT = f"""
+    CREATE OR REPLACE VIEW judge_self_agreement AS
+    WITH scored AS (
+        SELECT run_id, item_id, judge_id, sample_index, score, verdict,
+               output_kind = 'spans' AS spans
+        FROM judgment_samples WHERE score IS NOT NULL
+    ),
+    per_item AS (
+        SELECT run_id, judge_id, item_id, count(*)::DOUBLE AS m, sum(score) AS s1,
+               sum(score * score) AS s2, sum(coalesce(verdict, false)::INTEGER)::DOUBLE AS k
+        FROM scored GROUP BY run_id, judge_id, item_id
+    ),
+    active AS (
+        SELECT run_id, judge_id, count(DISTINCT sample_index)::DOUBLE AS raters
+        FROM scored GROUP BY run_id, judge_id
+    ),
+    sampled AS (
+        SELECT run_id, judge_id, max(sample_index) + 1 AS n_samples,
+               count(DISTINCT item_id) AS n_sampled_items
+        FROM judgment_samples GROUP BY run_id, judge_id
+    ),
+    sums AS (
+        SELECT p.run_id, p.judge_id,
+               count(*) FILTER (WHERE m >= 2) AS n_items,
+               sum(m) FILTER (WHERE m >= 2) AS n_values,
+               sum(s1) FILTER (WHERE m >= 2) AS s1,
+               sum(s2) FILTER (WHERE m >= 2) AS s2,
+               sum(m * (s2 - s1 * s1 / m) / (m - 1)) FILTER (WHERE m >= 2) AS within,
+               avg(2 * k * (m - k) / (m * (m - 1))) FILTER (WHERE m >= 2)
+                   AS verdict_disagreement,
+               count(*) FILTER (WHERE m = a.raters AND m >= 2) AS n_complete,
+               avg((k * (k - 1) + (m - k) * (m - k - 1)) / (m * (m - 1)))
+                   FILTER (WHERE m = a.raters AND m >= 2) AS p_bar,
+               sum(k) FILTER (WHERE m = a.raters AND m >= 2)
+                   / sum(m) FILTER (WHERE m = a.raters AND m >= 2) AS p_flag
+        FROM per_item p JOIN active a USING (run_id, judge_id)
+        GROUP BY p.run_id, p.judge_id
+    ),
+    intervals AS ({_SAMPLE_INTERVALS}),
+    set_chars AS (
+        SELECT s.run_id, s.item_id, s.judge_id, s.sample_index,
+               coalesce(sum(i.char_end - i.char_start), 0)::BIGINT AS chars
+        FROM scored s
+        LEFT JOIN intervals i USING (run_id, item_id, judge_id, sample_index)
+        WHERE s.spans
+        GROUP BY s.run_id, s.item_id, s.judge_id, s.sample_index
+    ),
+    pair_chars AS (
+        SELECT a.run_id, a.judge_id, a.sample_index AS sample_a, b.sample_index AS sample_b,
+               sum(a.chars + b.chars) AS chars
+        FROM set_chars a JOIN set_chars b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id = b.judge_id
+         AND a.sample_index < b.sample_index
+        GROUP BY ALL
+    ),
+    pair_overlap AS (
+        SELECT a.run_id, a.judge_id, a.sample_index AS sample_a, b.sample_index AS sample_b,
+               sum(least(a.char_end, b.char_end) - greatest(a.char_start, b.char_start))
+                   AS overlap
+        FROM intervals a JOIN intervals b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id = b.judge_id
+         AND a.sample_index < b.sample_index
+         AND a.char_start < b.char_end AND b.char_start < a.char_end
+        GROUP BY ALL
+    ),
+    span_pairs AS (
+        SELECT c.run_id, c.judge_id,
+               avg(CASE WHEN c.chars > 0 THEN 2.0 * coalesce(o.overlap, 0) / c.chars END)
+                   AS span_f1
+        FROM pair_chars c LEFT JOIN pair_overlap o
+          USING (run_id, judge_id, sample_a, sample_b)
+        GROUP BY c.run_id, c.judge_id
+    ),
+    span_items AS (
+        SELECT run_id, judge_id, count(*) AS n_span_items
+        FROM (SELECT run_id, judge_id, item_id FROM set_chars GROUP BY ALL
+              HAVING count(*) >= 2)
+        GROUP BY run_id, judge_id
+    )
+    SELECT d.run_id, d.judge_id, d.n_samples, d.n_sampled_items,
+           coalesce(s.n_items, 0) AS n_items,
+           CASE WHEN s.n_values > 0
+                 AND s.s2 - s.s1 * s.s1 / s.n_values > 1e-12 * greatest(s.s2, 1e-300) THEN
+               1 - (s.n_values - 1) * s.within / (s.n_values * (s.s2 - s.s1 * s.s1 / s.n_values))
+           END AS score_alpha,
+           s.verdict_disagreement,
+           coalesce(s.n_complete, 0) AS n_kappa_items,
+           CASE WHEN s.n_complete > 0 AND s.p_flag > 0 AND s.p_flag < 1 THEN
+               (s.p_bar - (s.p_flag * s.p_flag + (1 - s.p_flag) * (1 - s.p_flag)))
+               / (1 - (s.p_flag * s.p_flag + (1 - s.p_flag) * (1 - s.p_flag)))
+           END AS fleiss_kappa,
+           coalesce(i.n_span_items, 0) AS n_span_items,
+           p.span_f1
+    FROM sampled d
+    LEFT JOIN sums s USING (run_id, judge_id)
+    LEFT JOIN span_pairs p USING (run_id, judge_id)
+    LEFT JOIN span_items i USING (run_id, judge_id)
+"""
+
+
 VIEWS: tuple[str, ...] = (
     _RUN_OVERVIEW,
     _JUDGMENT_INTERVALS,
@@ -560,6 +680,7 @@ VIEWS: tuple[str, ...] = (
     _JUDGE_PAIR_AGREEMENT,
     _JUDGE_BIAS,
     _JUDGE_ACCURACY,
+    _JUDGE_SELF_AGREEMENT,
 )
 
 AGREEMENT_VIEWS: tuple[str, ...] = (
@@ -568,6 +689,7 @@ AGREEMENT_VIEWS: tuple[str, ...] = (
     "judge_pair_agreement",
     "judge_bias",
     "judge_accuracy",
+    "judge_self_agreement",
 )
 """The views meant for users (``*_intervals``, ``*_chars`` and ``gold_labels`` are helpers)."""
 

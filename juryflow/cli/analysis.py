@@ -32,6 +32,7 @@ from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_facts, run_rule
 from juryflow.terminal.output import dump_json, plain, safe_text
+from juryflow.terminal.self_agreement_table import print_self_agreement
 from juryflow.terminal.tables import FitTable
 
 console = Console()
@@ -254,6 +255,7 @@ def print_agreement(report: AgreementReport) -> None:
         console.print(_pairs_table(everyone))
     if report.judge_summaries:
         console.print(_judges_table(report))
+    print_self_agreement(console, report.self_agreement)
     errors = _error_table(everyone)
     if errors is not None:
         console.print(errors)

@@ -1,0 +1,63 @@
+"""The self-agreement table of ``juryflow agreement``: each judge with repeated samples,
+agreement between its own samples beside its agreement with the other judges.
+
+The figures come from :class:`juryflow.analysis.agreement_report.AgreementReport`
+(``self_agreement``); this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from juryflow.analysis.self_agreement_report import Interval, JudgeSelfAgreement
+from juryflow.maths.group_bootstrap import LEVEL
+from juryflow.terminal.output import plain
+from juryflow.terminal.tables import FitTable
+
+
+def _cell(found: Interval) -> str:
+    return "—" if found.value is None else found.show()
+
+
+def self_agreement_table(judges: list[JudgeSelfAgreement]) -> FitTable:
+    table = FitTable(
+        title="Self-agreement: each judge against its own samples "
+        f"({100 * LEVEL:.0f} % intervals, resampling by source)"
+    )
+    for name, justify in (
+        ("judge", "left"),
+        ("samples", "right"),
+        ("items", "right"),
+        ("α scores (self)", "right"),
+        ("Fleiss κ (self)", "right"),
+        ("Cohen κ with others", "right"),
+        ("pairs split (self)", "right"),
+        ("split vs others", "right"),
+        ("span F1 (self)", "right"),
+    ):
+        table.add_column(name, justify=justify)
+    for j in judges:
+        table.add_row(
+            plain(j.judge_id),
+            str(j.n_samples),
+            str(j.n_items),
+            _cell(j.score_alpha),
+            _cell(j.verdict_kappa),
+            "—" if j.kappa_with_others is None else f"{j.kappa_with_others:.3f}",
+            _cell(j.verdict_disagreement),
+            _cell(j.others_disagreement),
+            _cell(j.span_f1),
+        )
+    return table
+
+
+def print_self_agreement(console: Console, judges: list[JudgeSelfAgreement]) -> None:
+    """The table, then one line per judge that disagrees with itself about as much as with
+    the others."""
+    if not judges:
+        return
+    console.print(self_agreement_table(judges))
+    for judge in judges:
+        line = judge.summary()
+        if line:
+            console.print(plain(f"note: {line}", "yellow"))
