@@ -20,7 +20,12 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.analysis.self_agreement_report import JudgeSelfAgreement, judge_self_agreement
+from juryflow.analysis.self_agreement_report import (
+    JudgeSelfAgreement,
+    SampleAnswer,
+    judge_self_agreement,
+    sample_answers,
+)
 from juryflow.maths import agreement as ag
 from juryflow.maths import gold as gd
 from juryflow.storage.annotation_labels import labels_view
@@ -798,6 +803,8 @@ class DisputedItem(_Frozen):
     gold_spans: list[SpanOut] | None
     text: str
     """The judged text (the ``response``, else ``output`` variable) the offsets point into."""
+    samples: list[SampleAnswer] = []
+    """The samples of its judges with ``samples: N > 1``, side by side (judges by id)."""
 
 
 def disagreements(
@@ -809,6 +816,7 @@ def disagreements(
     rid = sa.resolve_run(store, run_id).run_id
     ranked = sa.top_disagreements(store, rid, top)
     details = sa.item_details(store, rid, [str(r["item_id"]) for r in ranked], gold)
+    samples = sample_answers(store, rid, [str(r["item_id"]) for r in ranked])
     out: list[DisputedItem] = []
     for row in ranked:
         detail = details[str(row["item_id"])]
@@ -850,6 +858,7 @@ def disagreements(
                 if detail.gold_spans is None
                 else [SpanOut(start=s, end=e, text=text[s:e]) for s, e in detail.gold_spans],
                 text=text,
+                samples=samples.get(str(row["item_id"]), []),
             )
         )
     return out

@@ -22,10 +22,16 @@ from juryflow.maths.bias import Effect
 from juryflow.maths.samples.self_agreement import SelfAgreement, self_agreement
 from juryflow.storage.reads.analysis import RunData
 from juryflow.storage.reads.bias_inputs import bias_inputs
-from juryflow.storage.reads.sample_inputs import JudgeSamples, load_samples
+from juryflow.storage.reads.sample_inputs import JudgeSamples, item_samples, load_samples
 from juryflow.storage.store import Store
 
-__all__ = ["Interval", "JudgeSelfAgreement", "judge_self_agreement"]
+__all__ = [
+    "Interval",
+    "JudgeSelfAgreement",
+    "SampleAnswer",
+    "judge_self_agreement",
+    "sample_answers",
+]
 
 
 class _Frozen(BaseModel):
@@ -165,3 +171,35 @@ def judge_self_agreement(
         )
         out.append(_entry(samples, found, kappa_with_others.get(samples.judge_id)))
     return out
+
+
+class SampleAnswer(_Frozen):
+    """One sample of a judge on an item, for showing an item's samples side by side."""
+
+    judge_id: str
+    sample_index: int
+    output_kind: str
+    score: float | None
+    verdict: bool | None
+    unscored_reason: str | None
+    spans: list[tuple[int | None, int | None, str]]
+    """``(start, end, text)``; offsets None where the span could not be anchored."""
+
+
+def sample_answers(store: Store, run_id: str, item_ids: list[str]) -> dict[str, list[SampleAnswer]]:
+    """Each item's samples (items without any absent), judges by id, samples in order."""
+    return {
+        item_id: [
+            SampleAnswer(
+                judge_id=r.judge_id,
+                sample_index=r.sample_index,
+                output_kind=r.output_kind,
+                score=r.score,
+                verdict=r.verdict,
+                unscored_reason=r.unscored_reason,
+                spans=r.spans,
+            )
+            for r in rows
+        ]
+        for item_id, rows in item_samples(store, run_id, item_ids).items()
+    }

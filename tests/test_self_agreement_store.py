@@ -224,3 +224,57 @@ def _scores_of(path: Path, judge: str) -> list[float]:
             [RUN, judge],
         ).fetchall()
     return [float(r[0]) for r in rows]
+
+
+def test_the_report_shows_self_agreement_and_an_items_samples_side_by_side(
+    sampled: tuple[Path, Truth],
+) -> None:
+    from juryflow.analysis.agreement_report import agreement_report, disagreements
+    from juryflow.report.html import render_report
+
+    path, truth = sampled
+    store = Store(path)
+    found = {j.judge_id: j for j in agreement_report(store, RUN).self_agreement}
+    html = render_report(store, RUN, top=2)
+    section = html.split('id="self-agreement"', 1)[1].split("</table>", 1)[0]
+    assert found["spotter"].span_f1.show() in section
+    assert found["scorer"].verdict_kappa.show() in section
+    assert "scorer disagrees with itself" in html
+    items = disagreements(store, RUN, top=2)
+    assert items and all(len(item.samples) == 6 for item in items)
+    first = items[0]
+    row = truth["scorer"][0][:, 24 - int(first.item_id.removeprefix("item-"))]
+    assert [s.score for s in first.samples if s.judge_id == "scorer"] == [
+        None if np.isnan(v) else v for v in row.tolist()
+    ]
+    assert html.count("side by side</caption>") == 2
+
+
+def test_the_viewers_item_page_shows_the_samples_side_by_side(
+    sampled: tuple[Path, Truth],
+) -> None:
+    import httpx
+
+    from juryflow.viewer.item_model import item_href
+    from juryflow.viewer.server import start_in_thread
+    from juryflow.viewer.state import ViewerState
+
+    path, truth = sampled
+    running = start_in_thread(ViewerState(Store(path), "tester"))
+    try:
+        with httpx.Client(base_url=running.url, timeout=60) as client:
+            page = client.get(item_href(RUN, "item-024"))  # row 0
+    finally:
+        running.stop()
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert 'id="samples-heading"' in html
+    section = html.split('id="samples-heading"', 1)[1]
+    for judge, (scores, _, spans) in truth.items():
+        for k in range(3):
+            cell = section.split(f'data-judge="{judge}" data-sample="{k}"', 1)[1].split("</td>")[0]
+            score = scores[k, 0]
+            assert ("unscored" in cell) if np.isnan(score) else (f"{score:.2f}" in cell)
+            if judge == "spotter" and spans[k][0]:
+                start, end = spans[k][0][0]
+                assert f"({start}–{end})" in cell

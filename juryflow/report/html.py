@@ -46,6 +46,7 @@ from juryflow.report.model import (
     table,
     text_cell,
 )
+from juryflow.report.self_agreement_columns import self_agreement_notes, self_agreement_table
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.files import write_private_text
 from juryflow.storage.store import Store
@@ -204,6 +205,8 @@ def _agreement(data: ReportData) -> dict[str, Any]:
         "accuracy": table("accuracy", ACCURACY_COLUMNS, report.accuracy)
         if report.accuracy
         else None,
+        "self_agreement": self_agreement_table(report.self_agreement),
+        "self_notes": self_agreement_notes(report.self_agreement),
         "notes": report.notes,
     }
 

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from juryflow.analysis.self_agreement_report import sample_answers
 from juryflow.pages.rule_labels import RunRule
 from juryflow.storage.annotations import latest_annotation, next_in_queue, save_annotation
 from juryflow.storage.connection import StoreError, StoreLockedError
@@ -108,8 +109,12 @@ def item_page(request: Request) -> Response:
     record, query, around, rule, facts = _read(state, work)
     with state.exclusive() as store:
         annotation = latest_annotation(store, run_id, record.item_id)
+        # The repeated samples of judges with samples: N > 1, shown side by side.
+        samples = sample_answers(store, run_id, [record.item_id]).get(record.item_id, [])
     model = item_model(record, annotation, query, around, queue=queue, rule=rule, facts=facts)
-    return viewer_app.render(request, "item.html", m=model, reviewer=state.reviewer)
+    return viewer_app.render(
+        request, "item.html", m=model, samples=samples, reviewer=state.reviewer
+    )
 
 
 def queue_page(request: Request) -> Response:

@@ -128,3 +128,49 @@ def load_samples(store: Store, run_id: str, n_items: int) -> list[JudgeSamples]:
         kind = max(set(np.asarray(kinds, dtype=object)[mine]), key=kinds.count)
         out.append(JudgeSamples(judge_id, str(kind), scores, verdicts, tuple(sets)))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRow:
+    """One sample of one judge on one item, as stored."""
+
+    judge_id: str
+    sample_index: int
+    output_kind: str
+    score: float | None
+    verdict: bool | None
+    unscored_reason: str | None
+    spans: list[tuple[int | None, int | None, str]]
+    """``(char_start, char_end, text)`` in span order; offsets None when unanchored."""
+
+
+def item_samples(store: Store, run_id: str, item_ids: list[str]) -> dict[str, list[SampleRow]]:
+    """The samples of ``item_ids`` (by item; judges by id, samples in order), for showing an
+    item's samples side by side. Items without samples are absent."""
+    if not item_ids or not has_sample_tables(store):
+        return {}
+    with store.read() as con:
+        rows = con.execute(
+            "SELECT s.item_id, s.judge_id, s.sample_index, s.output_kind, s.score, s.verdict, "
+            "s.unscored_reason, list((p.char_start, p.char_end, p.text) ORDER BY p.span_index) "
+            "FILTER (WHERE p.span_index IS NOT NULL) "
+            "FROM judgment_samples s LEFT JOIN judgment_sample_spans p "
+            "USING (run_id, item_id, judge_id, sample_index) "
+            "WHERE s.run_id = ? AND list_contains(?, s.item_id) "
+            "GROUP BY ALL ORDER BY s.item_id, s.judge_id, s.sample_index",
+            [run_id, item_ids],
+        ).fetchall()
+    out: dict[str, list[SampleRow]] = {}
+    for item_id, judge_id, index, kind, score, verdict, reason, spans in rows:
+        out.setdefault(str(item_id), []).append(
+            SampleRow(
+                judge_id=str(judge_id),
+                sample_index=int(index),
+                output_kind=str(kind),
+                score=None if score is None else float(score),
+                verdict=None if verdict is None else bool(verdict),
+                unscored_reason=reason,
+                spans=[(start, end, str(text or "")) for start, end, text in spans or []],
+            )
+        )
+    return out
