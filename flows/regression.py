@@ -12,11 +12,17 @@
    The summary says how many items paired with the baseline, and warns when few did or
    when the baseline's panel, consensus rule or calibration differ
    (:mod:`juryflow.analysis.regression_baseline`).
+
+With ``noise_floor``, an A/A check (:mod:`juryflow.flows.noise_check`) first re-judges a
+seeded sample of the baseline's items with its own panel, cache off; the judges' noise it
+measures (:mod:`juryflow.maths.noise.noise_floor`) is the floor the gate's checks must
+clear, stored with the comparison in its ``thresholds``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -25,6 +31,8 @@ from prefect.states import Completed, Failed, State
 from juryflow.analysis.regression_baseline import baseline_warnings
 from juryflow.flows.artifacts import publish_comparison_artifacts, publish_report_link
 from juryflow.flows.evaluate import evaluate
+from juryflow.flows.noise_check import NoiseCheck, noise_check
+from juryflow.maths.noise.noise_floor import noise_floor as measure_floor
 from juryflow.maths.regression_stats import (
     Thresholds,
     check_thresholds,
@@ -69,10 +77,25 @@ def resolve_baseline(store: Store, baseline: str, suite: str, run_id: str) -> st
 
 
 def compare_runs(
-    store: Store, run_id: str, baseline_run_id: str, thresholds: Thresholds
+    store: Store,
+    run_id: str,
+    baseline_run_id: str,
+    thresholds: Thresholds,
+    noise: NoiseCheck | None = None,
 ) -> dict[str, Any]:
-    """Compare ``run_id`` with ``baseline_run_id``, store the comparison, return its summary."""
+    """Compare ``run_id`` with ``baseline_run_id``, store the comparison, return its summary.
+
+    ``noise``: an A/A check of the baseline; its floor, for this comparison's number of
+    paired items, joins the thresholds (and is stored with them)."""
     comparison = compare_stored(store, baseline_run_id, run_id)
+    if noise is not None:
+        floor = measure_floor(
+            noise.sample,
+            comparison.score.n_paired,
+            {j.judge_id: j.n_paired for j in comparison.judges},
+            thresholds.false_alarm_rate,
+        )
+        thresholds = replace(thresholds, noise_floor=floor)
     problems = check_thresholds(comparison, thresholds)
     # What could not be checked goes into the stored message too: a suite too small for
     # the Wilcoxon test must not look as if it had passed the mean-increase gate.
@@ -106,6 +129,12 @@ def compare_runs(
         "judge_drift": {j.judge_id: num(j.drift) for j in comparison.judges},
         "agreement_before": num(comparison.agreement_before),
         "agreement_after": num(comparison.agreement_after),
+        "ci_low": num(comparison.score.ci_low),
+        "ci_high": num(comparison.score.ci_high),
+        "noise_floor": (
+            None if thresholds.noise_floor is None else thresholds.noise_floor.as_dict()
+        ),
+        "noise_run_id": None if noise is None else noise.run_id,
     }
 
 
@@ -128,6 +157,10 @@ async def regression(
     p_value_alpha: float = 0.05,
     report: str | None = None,
     batch: bool | None = None,
+    noise_floor: bool = False,
+    noise_sample: int = 50,
+    noise_seed: int = 0,
+    false_alarm_rate: float = 0.05,
 ) -> State[dict[str, Any]]:
     """Judge DATASET with PANEL, compare with the BASELINE run; Failed when it regressed.
 
@@ -137,6 +170,9 @@ async def regression(
     artifact (a report that cannot be written is a warning, never a failed check).
     ``batch``: the LLM judges through their providers' batch APIs at half the price (the
     panel's ``batch`` overridden): what a scheduled run, which nobody waits for, should use.
+    ``noise_floor``: first re-judge ``noise_sample`` of the baseline's items (drawn with
+    ``noise_seed``) with its own panel, cache off (an A/A check), and flag only changes
+    beyond the judges' noise, at ``false_alarm_rate`` for the gate as a whole.
     """
     logger = get_run_logger()
     thresholds = Thresholds(
@@ -145,7 +181,10 @@ async def regression(
         max_judge_drift=max_judge_drift,
         max_agreement_drop=max_agreement_drop,
         p_value_alpha=p_value_alpha,
+        false_alarm_rate=false_alarm_rate,
     )
+    if noise_floor and noise_sample < 1:
+        raise ValueError(f"noise_sample {noise_sample}: give 1 or more items to re-judge")
     store = Store(db)
     store.migrate()
     if baseline not in ("last", "") and store.get_run(baseline) is None:
@@ -174,7 +213,12 @@ async def regression(
         if report:
             await publish_report_link(store, run_id, report)
         return Completed(message=message, data=result)
-    outcome = compare_runs(store, run_id, baseline_id, thresholds)
+    noise = None
+    if noise_floor:
+        noise = await noise_check(
+            store, db, baseline_id, panel, sample=noise_sample, seed=noise_seed, batch=batch
+        )
+    outcome = compare_runs(store, run_id, baseline_id, thresholds, noise)
     await publish_comparison_artifacts(store, run_id)
     if report:
         # After the comparison is stored, so the report shows the regression deltas.

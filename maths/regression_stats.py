@@ -12,6 +12,11 @@ Every comparison pairs the two runs by item id and only uses items both runs sco
 entry a sentence a person can act on; an empty list means the run passed. :func:`gate_notes`
 lists the checks that could not be applied, such as the mean-increase gate on a suite too
 small for the Wilcoxon test ever to be significant (n <= 5 changed items at alpha 0.05).
+
+With a measured noise floor (:mod:`juryflow.maths.noise.noise_floor`, from an A/A check
+in ``Thresholds.noise_floor``) the mean, flips, drift and agreement checks count only what lies
+beyond the judges' own noise; a suite whose floor is above a threshold is too small to
+tell a change of that size from noise, and :func:`gate_notes` says so.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from juryflow.maths.agreement import krippendorff_alpha
+from juryflow.maths.noise.noise_floor import NoiseFloor
 
 FloatArray = npt.NDArray[np.float64]
 Scores = Mapping[str, float | None]
@@ -70,9 +76,21 @@ class Thresholds:
     """Largest allowed fall of Krippendorff's alpha between the judges."""
     p_value_alpha: float = 0.05
     """Significance level of the paired test guarding the mean-increase check."""
+    false_alarm_rate: float = 0.05
+    """With a noise floor: the chance that two runs judged alike are flagged by any of the
+    floored checks (the share of A/A comparisons the gate may flag)."""
+    noise_floor: NoiseFloor | None = None
+    """The judges' noise floor from an A/A check: the mean, flips and drift checks count
+    only beyond it (None: not measured, the thresholds alone)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["noise_floor"] = None if self.noise_floor is None else self.noise_floor.as_dict()
+        return data
+
+    def _floor(self) -> NoiseFloor | None:
+        floor = self.noise_floor
+        return floor if floor is not None and floor.measured else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,55 +282,90 @@ def _fmt(value: float) -> str:
     return f"{value:+.3g}"
 
 
+def _beyond(value: float, threshold: float, floor: float | None) -> bool:
+    """``value`` above the threshold and, when a floor was measured, above the floor too."""
+    return value > threshold and (floor is None or math.isnan(floor) or value > floor)
+
+
+def _ci(s: ScoreChange) -> str:
+    return f"95% CI {_fmt(s.ci_low)} to {_fmt(s.ci_high)}"
+
+
 def check_thresholds(comparison: Comparison, thresholds: Thresholds) -> list[str]:
     """What regressed, one sentence each; empty when every check passes.
 
-    NaN statistics (nothing paired, agreement undefined) never trigger a check.
+    NaN statistics (nothing paired, agreement undefined) never trigger a check. With a
+    measured noise floor, the mean rise must also exceed the floor with its bootstrap
+    interval above zero, and flips, drifts and the agreement's fall must exceed their floors.
 
     >>> c = Comparison(ScoreChange(10, 0.2, 0.2, 0.0, 0.002, 0.1, 0.3), 7, 1,
     ...                (JudgeDrift("numbers", 0.21, 10), JudgeDrift("names", 0.0, 10)),
     ...                0.6, 0.3)
     >>> for line in check_thresholds(c, Thresholds()):
     ...     print(line)
-    mean consensus score rose +0.2 (threshold 0.05, Wilcoxon p=0.002)
+    mean consensus score rose +0.2 (threshold 0.05, 95% CI +0.1 to +0.3, Wilcoxon p=0.002)
     7 verdicts flipped to hallucinated (threshold 3)
     judge 'numbers' drifted +0.21 (threshold 0.1)
     agreement (Krippendorff alpha) fell from 0.6 to 0.3 (-0.3, threshold 0.1)
+    >>> floor = NoiseFloor(40, 0.0, 0.3, 0.2, 0.05, 5, 10, 0.25, 8, {"numbers": 0.3}, 0.2)
+    >>> check_thresholds(c, Thresholds(noise_floor=floor))
+    ['agreement (Krippendorff alpha) fell from 0.6 to 0.3 (-0.3, threshold 0.1, noise floor 0.2)']
     """
     problems: list[str] = []
     s = comparison.score
     t = thresholds
+    floor = t._floor()
+    mean_floor = floor.mean_delta if floor is not None else None
     if (
         t.max_mean_increase is not None
         and not math.isnan(s.mean_delta)
-        and s.mean_delta > t.max_mean_increase
+        and _beyond(s.mean_delta, t.max_mean_increase, mean_floor)
         and not math.isnan(s.p_value)
         and s.p_value < t.p_value_alpha
+        # beyond the noise: the interval of the mean rise clears zero as well
+        and (floor is None or (not math.isnan(s.ci_low) and s.ci_low > 0))
     ):
+        beyond = f", noise floor {_fmt(mean_floor)}" if mean_floor is not None else ""
         problems.append(
             f"mean consensus score rose {_fmt(s.mean_delta)} "
-            f"(threshold {t.max_mean_increase:g}, Wilcoxon p={s.p_value:.3g})"
+            f"(threshold {t.max_mean_increase:g}{beyond}, {_ci(s)}, Wilcoxon p={s.p_value:.3g})"
         )
-    if (
-        t.max_flips_to_hallucinated is not None
-        and comparison.flips_to_hallucinated > t.max_flips_to_hallucinated
+    flips_floor = floor.flips_to_hallucinated if floor is not None else None
+    if t.max_flips_to_hallucinated is not None and comparison.flips_to_hallucinated > max(
+        t.max_flips_to_hallucinated, flips_floor if flips_floor is not None else -1
     ):
+        beyond = f", noise floor {flips_floor}" if flips_floor is not None else ""
         problems.append(
             f"{comparison.flips_to_hallucinated} verdicts flipped to hallucinated "
-            f"(threshold {t.max_flips_to_hallucinated})"
+            f"(threshold {t.max_flips_to_hallucinated}{beyond})"
         )
     if t.max_judge_drift is not None:
         for judge in comparison.judges:
-            if not math.isnan(judge.drift) and abs(judge.drift) > t.max_judge_drift:
+            judge_floor = floor.judge_drift.get(judge.judge_id) if floor is not None else None
+            if not math.isnan(judge.drift) and _beyond(
+                abs(judge.drift), t.max_judge_drift, judge_floor
+            ):
+                beyond = f", noise floor {judge_floor:.3g}" if judge_floor is not None else ""
                 problems.append(
                     f"judge {judge.judge_id!r} drifted {_fmt(judge.drift)} "
-                    f"(threshold {t.max_judge_drift:g})"
+                    f"(threshold {t.max_judge_drift:g}{beyond})"
                 )
     drop = comparison.agreement_before - comparison.agreement_after
-    if t.max_agreement_drop is not None and not math.isnan(drop) and drop > t.max_agreement_drop:
+    drop_floor = floor.agreement_drop if floor is not None else None
+    if (
+        t.max_agreement_drop is not None
+        and not math.isnan(drop)
+        and _beyond(drop, t.max_agreement_drop, drop_floor)
+    ):
+        beyond = (
+            f", noise floor {drop_floor:.3g}"
+            if drop_floor is not None and not math.isnan(drop_floor)
+            else ""
+        )
         problems.append(
             f"agreement (Krippendorff alpha) fell from {comparison.agreement_before:.3g} to "
-            f"{comparison.agreement_after:.3g} ({_fmt(-drop)}, threshold {t.max_agreement_drop:g})"
+            f"{comparison.agreement_after:.3g} ({_fmt(-drop)}, threshold "
+            f"{t.max_agreement_drop:g}{beyond})"
         )
     return problems
 
@@ -322,26 +375,53 @@ def gate_notes(comparison: Comparison, thresholds: Thresholds) -> list[str]:
 
     The mean-increase gate needs a significant Wilcoxon test, which too few changed items
     can never give: without this note such a suite would pass the gate silently. With no
-    changed item at all there is no increase to gate, so nothing is said.
+    changed item at all there is no increase to gate, so nothing is said. An A/A check too
+    small to measure a floor, and a floor above the mean-increase threshold (a rise of the
+    threshold's size cannot be told from the judges' noise on so few items), are said too.
 
     >>> c = Comparison(ScoreChange(8, 0.3, 0.3, 0.0, 0.0625, 0.2, 0.4, n_changed=5), 0, 0,
     ...                (), 0.5, 0.5)
     >>> gate_notes(c, Thresholds())  # doctest: +NORMALIZE_WHITESPACE
-    ['too few paired items (n=5 whose score changed) for the Wilcoxon test to reach p < 0.05
-      (its smallest possible p-value is 0.0625); the mean-increase gate was not applied']
+    ['too few paired items (n=5 whose score changed) for the Wilcoxon test to reach
+      p < 0.05 (its smallest possible p-value is 0.0625); the mean-increase gate was not
+      applied']
     >>> gate_notes(c, Thresholds(p_value_alpha=0.1))
     []
+    >>> floor = NoiseFloor(40, 0.0, 0.3, 0.2, 0.05, 3, 8, 0.21, 3)
+    >>> for note in gate_notes(c, Thresholds(p_value_alpha=0.1, noise_floor=floor)):
+    ...     print(note)  # doctest: +NORMALIZE_WHITESPACE
+    too few paired items (n=8) to tell a mean rise of 0.05 from the judges' noise: noise
+    alone reaches +0.21 (noise floor from an A/A check of 40 items, false-alarm rate 0.05);
+    judge more items
     """
     s = comparison.score
     n = s.n_changed if s.n_changed is not None else s.n_paired
     alpha = thresholds.p_value_alpha
-    if thresholds.max_mean_increase is None or n == 0 or min_wilcoxon_p(n) < alpha:
-        return []
-    return [
-        f"too few paired items (n={n} whose score changed) for the Wilcoxon test to reach "
-        f"p < {alpha:g} (its smallest possible p-value is {min_wilcoxon_p(n):.3g}); "
-        "the mean-increase gate was not applied"
-    ]
+    notes: list[str] = []
+    if thresholds.max_mean_increase is not None and n != 0 and min_wilcoxon_p(n) >= alpha:
+        notes.append(
+            f"too few paired items (n={n} whose score changed) for the Wilcoxon test to "
+            f"reach p < {alpha:g} (its smallest possible p-value is {min_wilcoxon_p(n):.3g}); "
+            "the mean-increase gate was not applied"
+        )
+    floor = thresholds.noise_floor
+    if floor is not None and not floor.measured:
+        notes.append(
+            f"the A/A check paired only {floor.aa_items} items, too few to measure the "
+            "judges' noise floor; the gate ran on its thresholds alone (raise --noise-sample)"
+        )
+    elif (
+        floor is not None
+        and thresholds.max_mean_increase is not None
+        and floor.mean_delta > thresholds.max_mean_increase
+    ):
+        notes.append(
+            f"too few paired items (n={s.n_paired}) to tell a mean rise of "
+            f"{thresholds.max_mean_increase:g} from the judges' noise: noise alone reaches "
+            f"{_fmt(floor.mean_delta)} (noise floor from an A/A check of {floor.aa_items} "
+            f"items, false-alarm rate {floor.false_alarm_rate:g}); judge more items"
+        )
+    return notes
 
 
 def regression_message(problems: list[str], notes: Sequence[str] = ()) -> str:

@@ -130,7 +130,8 @@ def test_compare_and_thresholds_name_what_regressed() -> None:
     assert drifts == {"numbers": 1.0, "other": 0.625, "steady": 0.0}
     problems = check_thresholds(comparison, Thresholds(p_value_alpha=0.1))
     assert problems == [
-        "mean consensus score rose +0.625 (threshold 0.05, Wilcoxon p=0.0625)",
+        "mean consensus score rose +0.625 "
+        "(threshold 0.05, 95% CI +0.25 to +0.875, Wilcoxon p=0.0625)",
         "5 verdicts flipped to hallucinated (threshold 3)",
         "judge 'numbers' drifted +1 (threshold 0.1)",
         "judge 'other' drifted +0.625 (threshold 0.1)",

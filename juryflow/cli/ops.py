@@ -69,6 +69,24 @@ def regression_command(
         float, typer.Option(min=0.0, max=1.0, help="Significance level of the paired test.")
     ] = 0.05,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+    noise_floor: Annotated[
+        bool,
+        typer.Option(
+            "--noise-floor",
+            help="A/A check: re-judge a seeded sample of the baseline's items with its panel "
+            "(cache off) and flag only changes beyond the judges' noise.",
+        ),
+    ] = False,
+    noise_sample: Annotated[
+        int, typer.Option(min=1, help="Baseline items the A/A check re-judges.")
+    ] = 50,
+    noise_seed: Annotated[int, typer.Option(help="Seed of the A/A check's sample.")] = 0,
+    false_alarm_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="With --noise-floor: the gate's false-alarm rate on A/A runs."
+        ),
+    ] = 0.05,
 ) -> None:
     """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
     from juryflow.flows.regression import RegressionDetected, regression
@@ -98,6 +116,10 @@ def regression_command(
                     max_judge_drift=max_judge_drift,
                     max_agreement_drop=max_agreement_drop,
                     p_value_alpha=p_value_alpha,
+                    noise_floor=noise_floor,
+                    noise_sample=noise_sample,
+                    noise_seed=noise_seed,
+                    false_alarm_rate=false_alarm_rate,
                     return_state=True,
                 ),
             )
@@ -135,8 +157,35 @@ def _print_regression(result: dict[str, Any], baseline: str, to: Console, style:
         ),
         soft_wrap=True,
     )
+    to.print(output.plain(_change_line(comparison), style), soft_wrap=True)
     for warning in comparison.get("baseline_warnings", []):
         err.print(output.plain(f"warning: {warning}", "yellow"), soft_wrap=True)
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3g}"
+
+
+def _change_line(comparison: dict[str, Any]) -> str:
+    """The mean change with its paired bootstrap interval beside the Wilcoxon p-value, and
+    the A/A noise floor it was held against (when measured)."""
+    p = comparison.get("p_value")
+    line = (
+        f"mean consensus change {_signed(comparison.get('mean_delta'))} "
+        f"(95% bootstrap CI {_signed(comparison.get('ci_low'))} to "
+        f"{_signed(comparison.get('ci_high'))}; Wilcoxon p={'–' if p is None else f'{p:.3g}'})"
+    )
+    floor = comparison.get("noise_floor")
+    if floor is None:
+        return line
+    if floor.get("mean_delta") is None:
+        return f"{line}; noise floor not measured (A/A check of {floor['aa_items']} items)"
+    return (
+        f"{line}; noise floor {_signed(floor['mean_delta'])} for "
+        f"{floor['n_paired']} items, flips {floor['flips_to_hallucinated']}, from an A/A check "
+        f"of {floor['aa_items']} items (run {comparison.get('noise_run_id')}, false-alarm "
+        f"rate {floor['false_alarm_rate']:g})"
+    )
 
 
 def reaggregate_command(

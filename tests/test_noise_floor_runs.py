@@ -1,0 +1,105 @@
+"""The A/A check end to end: a noisy simulated panel on the stand-in, judged twice.
+
+Three score judges that flip their verdict with chance 0.2 on every draw
+(``stub-sim-score-F0.2``, temperature 0.7: each identical request is a new draw of the
+stand-in). The baseline is judged, then the suite again with the cache off, and the new run
+is compared with it: nothing changed but the judges' draws. Today's gate (thresholds alone)
+flags that; `juryflow regression --noise-floor` re-judges a seeded sample of the baseline
+(an A/A check, one more draw), and the gate with the measured floor does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from juryflow.cli import app
+from juryflow.maths.regression_stats import Thresholds, check_thresholds
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.simulator import load_gold
+from juryflow.storage.comparisons import compare_stored
+from juryflow.storage.store import Store
+from tests.conftest import SAMPLE
+
+KEY_ENV = "JURYFLOW_AA_KEY"
+# Distinct names (parameters at their defaults) so that the three judges err independently.
+NOISY = ("stub-sim-score-F0.2", "stub-sim-score-F0.2-s1", "stub-sim-score-F0.2-p1")
+
+
+def _noisy_panel(path: Path, stub: StubHandle) -> Path:
+    lines = ["name: noisy-3score", "judges:"]
+    for number, model in enumerate(NOISY, 1):
+        lines.append(
+            f"  - {{id: noisy{number}, provider: openai, model: '{model}', "
+            f"prompt: hallucination_score, temperature: 0.7, base_url: '{stub.openai_base_url}', "
+            f"api_key_env: {KEY_ENV}}}"
+        )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from juryflow.flows.regression import regression
+
+    monkeypatch.setenv(KEY_ENV, "sk-aa")
+    with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as stub:
+        panel = _noisy_panel(tmp_path / "noisy.yaml", stub)
+        common = dict(dataset=str(SAMPLE), panel=str(panel), db=str(db_path), suite="aa")
+        first = asyncio.run(regression(return_state=True, **common))  # type: ignore[call-overload]
+        assert first.is_completed() and "is the baseline" in (first.message or "")
+        result = CliRunner().invoke(
+            app,
+            [
+                "regression",
+                str(SAMPLE),
+                "--panel",
+                str(panel),
+                "--db",
+                str(db_path),
+                "--suite",
+                "aa",
+                "--no-cache",
+                "--noise-floor",
+                "--noise-sample",
+                "40",
+            ],
+            env={"COLUMNS": "250"},
+        )
+    assert result.exit_code == 0, result.output
+    assert "no regression" in result.output
+    assert "95% bootstrap CI" in result.output and "Wilcoxon p=" in result.output
+    assert "noise floor +" in result.output
+
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        runs = dict(con.execute("SELECT suite, count(*) FROM runs GROUP BY suite").fetchall())
+        run_id, baseline_id, regressed, thresholds = con.execute(
+            "SELECT run_id, baseline_run_id, regressed, thresholds FROM comparisons"
+        ).fetchone() or (None, None, None, None)
+        aa_items = con.execute(
+            "SELECT count(*) FROM judgments j JOIN runs r USING (run_id) WHERE r.suite = 'aa~aa'"
+        ).fetchone()
+    finally:
+        con.close()
+    # the baseline, the new run, and the A/A re-judge in a suite of its own
+    assert runs == {"aa": 2, "aa~aa": 1}
+    assert aa_items == (40 * len(NOISY),)
+    assert regressed is False
+    floor = json.loads(thresholds)["noise_floor"]
+    assert floor["aa_items"] == 40 and floor["n_paired"] == 60
+    assert floor["mean_delta"] > 0 and floor["flips_to_hallucinated"] >= 3
+    assert floor["checks"] == 3 + len(NOISY)
+
+    # The judges did answer differently (the stand-in's draws), and today's gate, the
+    # thresholds alone, calls that a regression.
+    comparison = compare_stored(Store(db_path), baseline_id, run_id)
+    assert comparison.flips_to_hallucinated + comparison.flips_to_clean > 0
+    assert check_thresholds(comparison, Thresholds()), "the noise alone should cross a threshold"
