@@ -19,11 +19,11 @@ from juryflow.flows.batching import BatchRounds, check_answered, resendable, sto
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
+from juryflow.flows.sampling import cached_answers
 from juryflow.flows.tasks import JudgedChunk, judge_chunk
 from juryflow.flows.workers import WorkerPool
 from juryflow.judges.breaker import StoppedJudge, forget_run
 from juryflow.judges.budget import Budget
-from juryflow.judges.llm_judge import CacheKeys
 from juryflow.judges.panel import JudgeSpec
 from juryflow.maths.consensus import item_consensus
 from juryflow.maths.records import Consensus, Item, Judgment
@@ -159,23 +159,8 @@ class ChunkRunner:
             self.done_pairs.add((item_id, judge_id))
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
-        # Keys without a judge: with --workers this process makes no call (nor imports SDKs).
-        keyer = CacheKeys.of(spec)
-        if not self.plan.use_cache or keyer is None or not items:
-            return []
-        keys = {item.item_id: keyer.cache_key(item) for item in items}
-        found = await asyncio.to_thread(self.plan.store.cached_judgments, list(keys.values()))
-        return [
-            dataclasses.replace(
-                found[key],
-                item_id=item_id,
-                judge_id=spec.id,
-                cached=True,
-                verdict_threshold=keyer.verdict_threshold,
-            )
-            for item_id, key in keys.items()
-            if key in found
-        ]
+        local = self.pool is None and not self.distributed  # the judges run in this process
+        return await cached_answers(self.plan, spec, items, local)
 
     async def todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
         """This judge's answers found in the cache, and the items it must still be asked."""

@@ -172,6 +172,12 @@ class JudgeSpec(BaseModel):
     family: str | None = Field(default=None, min_length=1)
     """The model family the self-preference probe counts this judge in (``openai``,
     ``meta``, ...); default: read from ``model`` (:mod:`juryflow.judges.providers.families`)."""
+    samples: int = Field(default=1, ge=1, le=100)
+    """How many times the judge is asked per item (each sample its own call and cache key);
+    its answer is ``sample_reducer`` over them. Default: the panel's ``samples``, else 1."""
+    sample_reducer: str | None = None
+    """How the samples become one answer (:mod:`juryflow.maths.samples.reducers`); default:
+    ``median`` for a score judge, ``majority`` for a span judge."""
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +220,11 @@ class JudgeSpec(BaseModel):
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'model'")
             if not self.prompt:
                 raise ValueError(f"judge {self.id!r}: provider {self.provider} needs 'prompt'")
+        if self.provider == "offline" and self.samples > 1:
+            raise ValueError(
+                f"judge {self.id!r}: an offline detector answers the same every time, so "
+                f"its {self.samples} samples would be copies; remove 'samples'"
+            )
         if self.provider == "offline" and self.batch:
             raise ValueError(
                 f"judge {self.id!r}: an offline detector makes no model call, so it has no "
@@ -265,8 +276,18 @@ class JudgeSpec(BaseModel):
         """
         data = self.model_dump(mode="json")
         data["headers"] = {name: "<redacted>" for name in self.headers}
-        if self.family is None:  # runs stored before the key existed compare equal
+        # Runs stored before these keys existed compare equal.
+        if self.family is None:
             del data["family"]
+        if self.samples == 1:
+            del data["samples"]
+        if self.sample_reducer is None and self.samples == 1:
+            del data["sample_reducer"]
+        elif self.sample_reducer is None:
+            # Stored with the run by name: the reducer its judgments were reduced by.
+            from juryflow.maths.samples.reducers import resolve_sample_reducer
+
+            data["sample_reducer"] = resolve_sample_reducer(None, self.template().output_kind)
         if self.base_url is not None:
             data["base_url"] = redact_url(self.base_url)
         return data
@@ -315,6 +336,16 @@ class PanelSpec(BaseModel):
     """Send the LLM judges' calls through their providers' batch APIs (OpenAI Batch,
     Anthropic Message Batches): half the price, answers within 24 hours. A judge's own
     ``batch`` overrides it; offline detectors judge as ever."""
+    samples: int | None = Field(default=None, ge=1, le=100)
+    """The ``samples`` of every LLM judge that does not set its own (offline detectors are
+    deterministic: they keep one)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _panel_samples(cls, data: Any) -> Any:
+        from juryflow.judges.sampling.panel_samples import spread_panel_samples
+
+        return spread_panel_samples(data)
 
     @field_validator("judges")
     @classmethod
@@ -344,6 +375,13 @@ class PanelSpec(BaseModel):
         rule.check_judges([j.id for j in self.judges])
         return self
 
+    @model_validator(mode="after")
+    def _sampling(self) -> PanelSpec:
+        from juryflow.judges.sampling.panel_samples import check_sampling
+
+        check_sampling(self)
+        return self
+
     @property
     def all_span_judges(self) -> bool:
         """Every judge answers with spans (offline detectors and span prompts)."""
@@ -366,6 +404,8 @@ class PanelSpec(BaseModel):
         """The panel as stored with a run (``runs.panel``): no header value, no URL credential."""
         data = self.model_dump(mode="json")
         data["judges"] = [judge.public_dict() for judge in self.judges]
+        if self.samples is None:  # runs stored before the key existed compare equal
+            del data["samples"]
         return data
 
     def uses_batch(self, spec: JudgeSpec) -> bool:

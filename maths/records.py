@@ -114,6 +114,9 @@ class Judgment:
     """A score at or above this is a 'hallucinated' verdict (the prompt's, or the panel's)."""
     batch_id: str | None = None
     """The provider's batch this answer came from (``--batch``); None for a real-time call."""
+    samples: tuple[Judgment, ...] = ()
+    """A judge with ``samples: N > 1``: its N answers, in sample order, this judgment
+    reduces (:mod:`juryflow.maths.samples`); empty for a judge asked once."""
 
     def __post_init__(self) -> None:
         if self.score is None and not self.unscored_reason:

@@ -19,6 +19,7 @@ from juryflow.judges.budget import check_enforceable
 from juryflow.judges.llm_judge import prompt_cache_key
 from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse_panel
 from juryflow.judges.pricing import cached_prefix_tokens, price_for
+from juryflow.judges.sampling.keys import sample_cache_key
 from juryflow.maths.records import Item
 from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch
 from juryflow.prompts.loader import PromptError, PromptTemplate
@@ -298,7 +299,9 @@ def estimate_run(
                 by_id[spec.id].no_call += 1
                 continue
             tokens = len(prompt) // CHARS_PER_TOKEN
-            pending.append((spec.id, prompt_cache_key(spec, prompt), tokens))
+            base = prompt_cache_key(spec, prompt)
+            # A sampled judge makes a call per sample (sample 0 under the unsampled key).
+            pending += [(spec.id, sample_cache_key(base, k), tokens) for k in range(spec.samples)]
         if len(pending) >= _LOOKUP_BATCH:
             _settle(pending, by_id, existing if result.cache_used else None)
             pending = []

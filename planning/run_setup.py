@@ -12,6 +12,7 @@ from typing import Any
 
 from juryflow.judges.factory import check_keys
 from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
+from juryflow.judges.sampling.panel_samples import batched_samples_refusal, sampling_warnings
 from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from juryflow.planning.early_stop_plan import early_stop_plan
 from juryflow.prompts.loader import PromptTemplate
@@ -140,7 +141,11 @@ def with_early_stop(
 def with_batch(panel: PanelSpec, batch: bool | None) -> PanelSpec:
     """The panel with ``--batch`` / ``--no-batch`` over its own ``batch`` (a judge's own
     setting still wins); stored with the run, so a resume keeps it."""
-    return panel if batch is None else panel.model_copy(update={"batch": batch})
+    chosen = panel if batch is None else panel.model_copy(update={"batch": batch})
+    refusal = batched_samples_refusal(chosen)  # the copy skips the panel's own check
+    if refusal is not None:
+        raise RunSetupError(refusal)
+    return chosen
 
 
 def chunk_size_for(chunk_size: int | None, panel: PanelSpec) -> int:
@@ -271,7 +276,7 @@ def preflight(
     store.migrate()
     rule = consensus_rule_for(store, panel_spec, calibration)
     _, refused = early_stop_plan(panel_spec, rule, quorum, 0)
-    return [refused] if refused else []
+    return ([refused] if refused else []) + sampling_warnings(panel_spec)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,9 +56,15 @@ def journal_path(db_path: Path | LakeTarget, run_id: str) -> Path:
 
 
 def judgment_to_json(judgment: Judgment) -> str:
+    return json.dumps(_judgment_data(judgment), separators=(",", ":"))
+
+
+def _judgment_data(judgment: Judgment) -> dict[str, Any]:
     # By hand rather than dataclasses.asdict, which deep-copies every field: this runs once
     # per model call on the event loop.
     data = {name: getattr(judgment, name) for name in _JUDGMENT_FIELDS}
+    # A sampled judge's samples travel with its reduced judgment, so a resume stores them.
+    data["samples"] = [_judgment_data(sample) for sample in judgment.samples]
     data["spans"] = [
         {name: getattr(span, name) for name in _SPAN_FIELDS} for span in judgment.spans
     ]
@@ -66,7 +72,7 @@ def judgment_to_json(judgment: Judgment) -> str:
     if judgment.unscored_reason:
         # Judges clean their reasons already; this file outlives a crash, so it checks again.
         data["unscored_reason"] = redact_text(judgment.unscored_reason)
-    return json.dumps(data, separators=(",", ":"))
+    return data
 
 
 def judgment_from_json(text: str) -> Judgment:
@@ -76,6 +82,7 @@ def judgment_from_json(text: str) -> Judgment:
 def _judgment_from_data(data: dict[str, Any]) -> Judgment:
     data["spans"] = tuple(Span(**span) for span in data.get("spans", ()))
     data["usage"] = Usage(**data.get("usage", {}))
+    data["samples"] = tuple(_judgment_from_data(sample) for sample in data.get("samples", ()))
     return Judgment(**data)
 
 

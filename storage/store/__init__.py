@@ -19,6 +19,7 @@ from juryflow.storage.store.reads import ReadsMixin
 from juryflow.storage.store.records import CalibrationRecord, ReliabilityRow, RunRecord, new_run_id
 from juryflow.storage.store.rows import consensus_tables, judgment_tables
 from juryflow.storage.store.runs import RunsMixin
+from juryflow.storage.store.samples import SamplesMixin
 from juryflow.storage.store.span_sets import BACKFILLS
 from juryflow.storage.store.writes import WritesMixin
 
@@ -36,7 +37,13 @@ __all__ = [
 
 
 class Store(
-    MigrationsMixin, RunsMixin, WritesMixin, ReadsMixin, CalibrationsMixin, RateLimitsMixin
+    MigrationsMixin,
+    RunsMixin,
+    WritesMixin,
+    ReadsMixin,
+    CalibrationsMixin,
+    RateLimitsMixin,
+    SamplesMixin,
 ):
     """The juryflow store: a DuckDB file, or a DuckLake (``--db ducklake:...``).
 

@@ -15,6 +15,7 @@ from juryflow.storage.connection import chunk_write_memory_limit
 from juryflow.storage.datasets import RowError
 from juryflow.storage.store.base import StoreBase
 from juryflow.storage.store.rows import _append, consensus_tables, judgment_tables
+from juryflow.storage.store.samples import insert_samples
 from juryflow.storage.store.span_sets import (
     _consensus_sets,
     _judgment_sets,
@@ -72,6 +73,7 @@ def _insert_judgments(
     span_chars = pa.array(sizes, pa.int64(), mask=~eligible)
     _append(con, "judgments", judgment_table.append_column("span_chars", span_chars))
     _append(con, "judgment_spans", span_table)
+    insert_samples(con, run_id, judgments)
     return sets
 
 

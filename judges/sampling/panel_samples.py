@@ -1,0 +1,69 @@
+"""What a panel file says about samples: the panel's default spread over its LLM judges,
+the combinations refused, and the one warning (samples of a deterministic call)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from juryflow.maths.samples.reducers import SampleReducerError, resolve_sample_reducer
+
+if TYPE_CHECKING:
+    from juryflow.judges.panel import PanelSpec
+
+
+def spread_panel_samples(data: Any) -> Any:
+    """The panel's ``samples`` given to each LLM judge that sets none (offline detectors
+    are deterministic and keep one)."""
+    if not isinstance(data, dict) or data.get("samples") is None:
+        return data
+    judges = data.get("judges")
+    if not isinstance(judges, list | tuple):
+        return data
+    spread = [
+        {**judge, "samples": data["samples"]}
+        if isinstance(judge, dict) and judge.get("provider") != "offline" and "samples" not in judge
+        else judge
+        for judge in judges
+    ]
+    return {**data, "judges": spread}
+
+
+def check_sampling(panel: PanelSpec) -> None:
+    """Raise ValueError (one line, naming the fix) for a sample reducer that does not fit
+    its judge, or samples sent through a batch."""
+    from juryflow.prompts.loader import PromptError
+
+    for spec in panel.judges:
+        if spec.sample_reducer is not None and spec.provider != "offline":
+            try:
+                kind = spec.template().output_kind
+            except PromptError:
+                continue  # the panel's prompt check names it
+            try:
+                resolve_sample_reducer(spec.sample_reducer, kind)
+            except SampleReducerError as error:
+                raise ValueError(f"judge {spec.id!r}: {error}") from None
+    refusal = batched_samples_refusal(panel)
+    if refusal is not None:
+        raise ValueError(refusal)
+
+
+def batched_samples_refusal(panel: PanelSpec) -> str | None:
+    """Why the panel cannot run as it is (samples through a batch API), or None."""
+    for spec in panel.judges:
+        if spec.samples > 1 and panel.uses_batch(spec):
+            return (
+                f"judge {spec.id!r}: samples: {spec.samples} cannot go through a batch API "
+                "(a batch sends each request once); drop --batch / 'batch', or 'samples'"
+            )
+    return None
+
+
+def sampling_warnings(panel: PanelSpec) -> list[str]:
+    """One line per judge whose samples would be copies: asked at temperature 0."""
+    return [
+        f"judge {spec.id}: samples: {spec.samples} at temperature 0 are copies of one answer "
+        "for a deterministic model; set 'temperature' (e.g. 0.7) to sample its noise"
+        for spec in panel.judges
+        if spec.samples > 1 and spec.temperature == 0 and spec.provider == "openai"
+    ]
