@@ -233,3 +233,48 @@ def test_the_dry_run_counts_a_call_per_sample(
     estimate = estimate_run(str(SAMPLE), str(panel), db=str(tmp_path / "s.duckdb"), limit=5)
     calls = {j.judge_id: j.calls for j in estimate.judges}
     assert calls == {"once": 5, "thrice": 15}
+
+
+def _sampled_panel(tmp_path: Path, extra: str) -> Path:
+    panel = tmp_path / "panel.yaml"
+    panel.write_text(
+        "judges:\n"
+        "  - {id: a, provider: openai, model: gpt-4.1, prompt: data2txt_spans, "
+        f"api_key_env: JURYFLOW_DRY_KEY, samples: 3{extra}}}\n",
+        encoding="utf-8",
+    )
+    return panel
+
+
+def test_the_run_warns_of_samples_at_temperature_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from juryflow.planning.run_setup import preflight
+    from tests.conftest import SAMPLE
+
+    monkeypatch.setenv("JURYFLOW_DRY_KEY", "sk-dry")
+    db = str(tmp_path / "s.duckdb")
+    (line,) = preflight(str(SAMPLE), str(_sampled_panel(tmp_path, "")), None, db=db)
+    assert "samples: 3 at temperature 0 are copies" in line
+    assert (
+        preflight(str(SAMPLE), str(_sampled_panel(tmp_path, ", temperature: 0.7")), None, db=db)
+        == []
+    )
+
+
+def test_the_command_line_refuses_batch_with_samples_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from juryflow.cli import app
+    from tests.conftest import SAMPLE
+
+    monkeypatch.setenv("JURYFLOW_DRY_KEY", "sk-dry")
+    panel = _sampled_panel(tmp_path, ", temperature: 0.7")
+    args = ["run", str(SAMPLE), "--panel", str(panel), "--db", str(tmp_path / "s.duckdb")]
+    result = CliRunner().invoke(app, [*args, "--batch"])
+    assert result.exit_code != 0
+    text = " ".join(result.output.split())
+    assert "judge 'a': samples: 3 cannot go through a batch API" in text
+    assert "drop --batch" in text and "Traceback" not in result.output
