@@ -134,6 +134,15 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         '"stub-server", "--dialect", "ollama"',
     ),
     "juryflow stub-server --port 8765 --latency-ms 50 &": ("tests/test_stub_server.py", "stub"),
+    "juryflow stub-server --port 8765 --gold examples/ragtruth_data2txt_sample.jsonl &": (
+        "tests/test_samples_runs.py",
+        "juryflow stub-server --port 8765 --gold",
+    ),
+    "JURYFLOW_STUB_KEY=anything juryflow run examples/ragtruth_data2txt_sample.jsonl "
+    "--panel examples/panel.sim-samples.yaml": (
+        "tests/test_samples_runs.py",
+        "panel.sim-samples.yaml",
+    ),
     "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
     "--panel examples/panel.sim-bias.yaml": ("tests/test_bias.py", "panel.sim-bias.yaml"),
     "juryflow stub-server --port 8765 --gold ../shared/data/ragtruth/data2txt_dev.jsonl &": (
