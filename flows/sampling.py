@@ -34,7 +34,7 @@ async def cached_answers(
         return await cached_sampled(plan.store, spec, keyer, items, local)
     keys = {item.item_id: keyer.cache_key(item) for item in items}
     found = await asyncio.to_thread(plan.store.cached_judgments, list(keys.values()))
-    return [
+    answers = [
         dataclasses.replace(
             found[key],
             item_id=item_id,
@@ -45,6 +45,18 @@ async def cached_answers(
         for item_id, key in keys.items()
         if key in found
     ]
+    # The first sample of a sampled judge's run answered this very call.
+    missing = [item for item in items if keys[item.item_id] not in found]
+    if missing:
+        first = await asyncio.to_thread(
+            plan.store.cached_samples, [keys[i.item_id] for i in missing]
+        )
+        answers += [
+            from_cache(spec, keyer, item, first[keys[item.item_id]])
+            for item in missing
+            if keys[item.item_id] in first
+        ]
+    return answers
 
 
 async def cached_sampled(

@@ -116,6 +116,16 @@ def test_samples_are_stored_reduced_and_served_from_the_cache(
     assert len(rows) == 4 * ITEMS
     assert [cached for _, index, _, cached, _ in rows] == [index < 3 for _, index, *_ in rows]
 
+    # Back to one sample: each item's sample 0 answers it, from the cache.
+    stub.stats.reset()
+    one = _run(db, _panel(tmp_path / "one.yaml", stub, ", temperature: 0.7"))
+    assert stub.stats.requests() == 0
+    assert _rows(db, one["run_id"], SAMPLES) == []
+    firsts = {(i, s) for i, k, s, _, _ in samples if k == 0}
+    ones = _rows(db, one["run_id"], JUDGMENTS)
+    assert {(i, s) for i, j, s, *_ in ones if j == "sampled"} == firsts
+    assert all(cached for *_, cached in ones)
+
 
 def test_one_sample_changes_nothing_stored(tmp_path: Path, stub: StubHandle) -> None:
     plain = _run(tmp_path / "plain.duckdb", _panel(tmp_path / "p.yaml", stub, ""))
