@@ -286,6 +286,24 @@ class AgreementReport(_Frozen):
             schema=_PAIRS_SCHEMA,
         )
 
+    def self_agreement_table(self) -> pa.Table:
+        """One row per judge with samples: agreement between its own samples (value and
+        95 % interval of each figure) and with the other judges."""
+        rows = []
+        for j in self.self_agreement:
+            row: dict[str, object] = {
+                "judge_id": j.judge_id,
+                "n_samples": j.n_samples,
+                "n_items": j.n_items,
+                "kappa_with_others": j.kappa_with_others,
+                "as_noisy_as_others": j.as_noisy_as_others,
+            }
+            for name in _SELF_FIGURES:
+                found = getattr(j, name)
+                row |= {name: found.value, f"{name}_low": found.low, f"{name}_high": found.high}
+            rows.append(row)
+        return pa.Table.from_pylist(rows, schema=_SELF_SCHEMA)
+
     def accuracy_table(self) -> pa.Table:
         """One row per judge and the consensus against the human labels (empty without)."""
 
@@ -335,6 +353,27 @@ _PAIRS_SCHEMA = pa.schema(
         ("cohen_kappa", pa.float64()),
         ("n_span_items", pa.int64()),
         ("span_f1", pa.float64()),
+    ]
+)
+_SELF_FIGURES = (
+    "score_alpha",
+    "verdict_kappa",
+    "verdict_disagreement",
+    "others_disagreement",
+    "span_f1",
+)
+_SELF_SCHEMA = pa.schema(
+    [
+        ("judge_id", pa.string()),
+        ("n_samples", pa.int64()),
+        ("n_items", pa.int64()),
+        ("kappa_with_others", pa.float64()),
+        ("as_noisy_as_others", pa.bool_()),
+        *[
+            (f"{name}{end}", pa.float64())
+            for name in _SELF_FIGURES
+            for end in ("", "_low", "_high")
+        ],
     ]
 )
 _ACCURACY_SCHEMA = pa.schema(

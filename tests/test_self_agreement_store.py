@@ -278,3 +278,49 @@ def test_the_viewers_item_page_shows_the_samples_side_by_side(
             if judge == "spotter" and spans[k][0]:
                 start, end = spans[k][0][0]
                 assert f"({start}–{end})" in cell
+
+
+def test_the_arrow_table_for_notebooks(sampled: tuple[Path, Truth]) -> None:
+    from juryflow.analysis.agreement_report import agreement_report
+
+    path, _ = sampled
+    report = agreement_report(Store(path), RUN)
+    rows = {r["judge_id"]: r for r in report.self_agreement_table().to_pylist()}
+    for j in report.self_agreement:
+        row = rows[j.judge_id]
+        assert row["n_samples"] == 3 and row["as_noisy_as_others"] == j.as_noisy_as_others
+        assert row["verdict_disagreement"] == j.verdict_disagreement.value
+        assert row["score_alpha_low"] == j.score_alpha.low
+    assert rows["scorer"]["span_f1"] is None
+
+
+def test_an_early_stopped_run_measures_self_agreement_on_its_audit_sample(
+    tmp_path: Path,
+) -> None:
+    """As the panel's agreement: a run that skipped judges on decided items is measured on
+    the audit items every judge judged."""
+    from juryflow.analysis.agreement_report import agreement_report
+
+    path = tmp_path / "early.duckdb"
+    truth = write_sampled_run(path)
+    audit = [f"item-{24 - i:03d}" for i in range(0, 24, 2)]  # rows 0, 2, 4, ...
+    with Store(path).write() as con:
+        con.execute(
+            "INSERT INTO skipped_judgments VALUES (?, 'item-001', 'steady', 'decided')", [RUN]
+        )
+        for item_id in audit:
+            con.execute("INSERT INTO audit_items VALUES (?, ?)", [RUN, item_id])
+    found = {j.judge_id: j for j in agreement_report(Store(path), RUN).self_agreement}
+    scores, verdicts, spans = truth["spotter"]
+    keep = np.arange(24) % 2 == 0
+    maths = self_agreement(
+        scores[:, keep],
+        verdicts[:, keep],
+        [f"s{i // 2}" for i in range(24) if keep[i]],
+        spans=[ItemSpans.from_lists(s).take(keep) for s in spans],
+    )
+    got = found["spotter"]
+    assert got.verdict_disagreement.n == maths.verdict_disagreement.n <= 12
+    assert _close(got.verdict_disagreement.value, maths.verdict_disagreement.value)
+    assert _close(got.span_f1.value, maths.span_f1.value)
+    assert _close(got.score_alpha.low, maths.score_alpha.low)
