@@ -202,7 +202,10 @@ def test_a_reducer_unfit_for_the_judge_is_refused() -> None:
 def test_samples_at_temperature_0_warn_in_one_line() -> None:
     cold = parse_panel({"judges": [_judge(samples=3), _judge(id="b", samples=3, temperature=0.7)]})
     (line,) = sampling_warnings(cold)
-    assert line.startswith("judge a: samples: 3 at temperature 0 are copies")
+    assert line.startswith("judge a (samples: 3) at temperature 0: a deterministic model's")
+    two = parse_panel({"judges": [_judge(samples=3), _judge(id="b", samples=2)]})
+    (line,) = sampling_warnings(two)  # one line for the panel
+    assert line.startswith("judge a (samples: 3), b (samples: 2) at temperature 0")
     assert "\n" not in line and "temperature" in line
     assert sampling_warnings(parse_panel({"judges": [_judge()]})) == []
 
@@ -255,7 +258,7 @@ def test_the_run_warns_of_samples_at_temperature_0(
     monkeypatch.setenv("JURYFLOW_DRY_KEY", "sk-dry")
     db = str(tmp_path / "s.duckdb")
     (line,) = preflight(str(SAMPLE), str(_sampled_panel(tmp_path, "")), None, db=db)
-    assert "samples: 3 at temperature 0 are copies" in line
+    assert "a (samples: 3) at temperature 0: a deterministic model's samples are copies" in line
     assert (
         preflight(str(SAMPLE), str(_sampled_panel(tmp_path, ", temperature: 0.7")), None, db=db)
         == []

@@ -60,10 +60,18 @@ def batched_samples_refusal(panel: PanelSpec) -> str | None:
 
 
 def sampling_warnings(panel: PanelSpec) -> list[str]:
-    """One line per judge whose samples would be copies: asked at temperature 0."""
-    return [
-        f"judge {spec.id}: samples: {spec.samples} at temperature 0 are copies of one answer "
-        "for a deterministic model; set 'temperature' (e.g. 0.7) to sample its noise"
+    """One line naming the judges whose samples would be copies: asked at temperature 0.
+
+    OpenAI-style judges only: the Anthropic API version the SDK sends takes no temperature,
+    and samples at its own."""
+    cold = [
+        f"{spec.id} (samples: {spec.samples})"
         for spec in panel.judges
         if spec.samples > 1 and spec.temperature == 0 and spec.provider == "openai"
+    ]
+    if not cold:
+        return []
+    return [
+        f"judge {', '.join(cold)} at temperature 0: a deterministic model's samples are copies "
+        "of one answer; set 'temperature' (e.g. 0.7) on the judge to sample its noise"
     ]

@@ -188,8 +188,10 @@ def _median(scored: Sequence[Judgment], text: str) -> SampleAnswer:
 @sample_reducer("mean", "score")
 def _mean(scored: Sequence[Judgment], text: str) -> SampleAnswer:
     """The mean score (its verdict can differ from the majority's)."""
-    # Sorted first: a float sum depends on its order, the answer must not.
-    return SampleAnswer(min(1.0, math.fsum(sorted(s.score or 0.0 for s in scored)) / len(scored)))
+    values = sorted(s.score or 0.0 for s in scored)
+    # fsum is exact whatever the order; the division can still land a hair outside the
+    # samples' range (three 0.1s), which a mean never is.
+    return SampleAnswer(min(max(math.fsum(values) / len(values), values[0]), values[-1]))
 
 
 @sample_reducer("majority", "spans")
