@@ -4,10 +4,11 @@ RAGTruth data-to-text dev sample, shows the self-agreement its setting implies.
 
 ``stub-sim-score-F0.2`` is right on every verdict but for a flip with chance F = 0.2, drawn
 afresh for each sample (the stand-in seeds a sampled request by how many identical ones it
-answered before). So two of its samples split on ``2F(1-F) = 0.32`` of items, it splits
-from a judge that is never wrong on ``F`` of its samples, and Fleiss' κ follows from F and the
-gold prevalence. Each measured figure's 95 % interval (resampling sources) must cover the
-figure implied by F.
+answered before). So two of its samples split on ``2F(1-F) = 0.32`` of items; one of its
+samples splits from another judge's verdict with chance F where that verdict is gold's and
+1 - F where it is not; and Fleiss' κ follows from F and the gold prevalence. A span judge with
+the same flip (``stub-sim-spans-F0.2``) splits as often. Each measured figure's 95 % interval
+(resampling sources) must cover the figure implied by F.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ FLIP = 0.2
 NOISY = f"stub-sim-score-F{FLIP}"
 EXACT = "stub-sim-score"
 """Right on every verdict: the other judge the noisy one is compared with."""
+SAMPLED = ", samples: 3, temperature: 0.7"
+SPOTTER = f"stub-sim-spans-F{FLIP}"
+"""A span judge returning the gold spans but for the same flip (a flagged clean response gets
+a whole sentence, a passed hallucinated one no span)."""
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +59,12 @@ def sampled_run(
         env.setenv(KEY_ENV, "sk-self")
         judges = "".join(
             f"  - {{id: {judge}, provider: openai, model: '{model}', "
-            f"prompt: hallucination_score, base_url: '{stub.openai_base_url}', "
+            f"prompt: {prompt}, base_url: '{stub.openai_base_url}', "
             f"api_key_env: {KEY_ENV}{extra}}}\n"
-            for judge, model, extra in (
-                ("noisy", NOISY, ", samples: 3, temperature: 0.7"),
-                ("exact", EXACT, ""),
+            for judge, model, prompt, extra in (
+                ("noisy", NOISY, "hallucination_score", SAMPLED),
+                ("exact", EXACT, "hallucination_score", ""),
+                ("spotter", SPOTTER, "data2txt_spans", SAMPLED),
             )
         )
         panel = folder / "panel.yaml"
@@ -83,9 +89,9 @@ def test_only_the_sampled_judge_has_self_agreement(
     sampled_run: tuple[Path, AgreementReport],
 ) -> None:
     _, report = sampled_run
-    assert [j.judge_id for j in report.self_agreement] == ["noisy"]
-    noisy = _noisy(report)
-    assert noisy.n_samples == 3 and noisy.n_items == report.n_items
+    assert [j.judge_id for j in report.self_agreement] == ["noisy", "spotter"]
+    for judge in report.self_agreement:
+        assert judge.n_samples == 3 and judge.n_items == report.n_items
 
 
 @needs_dev
@@ -99,13 +105,22 @@ def test_the_flip_rate_is_recovered(sampled_run: tuple[Path, AgreementReport]) -
     )
     assert split.low is not None and split.high is not None
     assert split.low < 2 * FLIP * (1 - FLIP) < split.high
-    assert theirs.low is not None and theirs.high is not None
-    assert theirs.low < FLIP < theirs.high
+    # A sample splits from another judge's verdict with chance F where that verdict is
+    # gold's, 1 - F where it is not: the figure its setting implies, given their verdicts.
     with Store(db).read() as con:
         row = con.execute(
             "SELECT avg(gold_hallucinated::DOUBLE) FROM items WHERE run_id = ?", [report.run_id]
         ).fetchone()
-    assert row is not None
+        implied_others = con.execute(
+            "SELECT avg(split) FROM (SELECT avg(CASE WHEN j.verdict = i.gold_hallucinated "
+            "THEN ? ELSE 1 - ? END) AS split FROM judgments j JOIN items i "
+            "USING (run_id, item_id) WHERE j.run_id = ? AND j.judge_id <> 'noisy' "
+            "AND j.score IS NOT NULL GROUP BY j.item_id)",
+            [FLIP, FLIP, report.run_id],
+        ).fetchone()
+    assert row is not None and implied_others is not None
+    assert theirs.low is not None and theirs.high is not None
+    assert theirs.low < implied_others[0] < theirs.high
     prevalence = float(row[0])
     flagged = prevalence * (1 - FLIP) + (1 - prevalence) * FLIP
     chance = flagged**2 + (1 - flagged) ** 2
@@ -114,6 +129,19 @@ def test_the_flip_rate_is_recovered(sampled_run: tuple[Path, AgreementReport]) -
     assert kappa.low < implied < kappa.high
     # Beside a judge that is never wrong, its dissent is all its own noise.
     assert noisy.as_noisy_as_others is True
+
+
+@needs_dev
+def test_a_span_judges_flip_rate_is_recovered(sampled_run: tuple[Path, AgreementReport]) -> None:
+    """The span judge's verdict (some span or none) flips with chance F per sample too; its
+    samples' spans agree where neither flipped (the gold spans, or none)."""
+    _, report = sampled_run
+    spotter = next(j for j in report.self_agreement if j.judge_id == "spotter")
+    split, f1 = spotter.verdict_disagreement, spotter.span_f1
+    assert split.low is not None and split.high is not None
+    assert split.low < 2 * FLIP * (1 - FLIP) < split.high
+    assert f1.value is not None and f1.low is not None and f1.high is not None
+    assert 0 < f1.low <= f1.value <= f1.high < 1
 
 
 def test_the_view_and_the_command_agree_with_the_report(
