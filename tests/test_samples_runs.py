@@ -203,3 +203,17 @@ def test_the_readmes_samples_panel_runs_as_shipped(
     assert figures is not None
     # Seeded (server seed 0, draws 0-2 of each item): the same figures on every run.
     assert figures == (3 * 60, 38, 0.667, 0.733)
+
+
+def test_worker_processes_sample_too(tmp_path: Path, stub: StubHandle) -> None:
+    """``--workers 2``: the worker processes build the sampled judge from its spec; a re-run
+    serves every sample from the cache read in the flow's process."""
+    db = tmp_path / "workers.duckdb"
+    panel = _panel(tmp_path / "panel.yaml", stub, ", samples: 2, temperature: 0.7")
+    run = _run(db, panel, workers=2)
+    assert len(_rows(db, run["run_id"], SAMPLES)) == 2 * ITEMS
+    assert len(_rows(db, run["run_id"], JUDGMENTS)) == 3 * ITEMS
+    stub.stats.reset()
+    again = _run(db, panel, workers=2)
+    assert stub.stats.requests() == 0
+    assert _rows(db, again["run_id"], DECISION) == _rows(db, run["run_id"], DECISION)
