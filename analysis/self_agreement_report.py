@@ -78,6 +78,7 @@ class JudgeSelfAgreement(_Frozen):
 
     judge_id: str
     n_samples: int
+    """Samples stored per item (the judge's ``samples``), unscored ones included."""
     n_items: int
     """Items with two scored samples or more."""
     score_alpha: Interval
@@ -119,7 +120,7 @@ def _entry(samples: JudgeSamples, found: SelfAgreement, kappa: float | None) -> 
     no_others = "no other judge's verdict on its items"
     return JudgeSelfAgreement(
         judge_id=samples.judge_id,
-        n_samples=found.n_samples,
+        n_samples=int(samples.scores.shape[0]),
         n_items=found.n_items,
         score_alpha=Interval.of(found.score_alpha, "all scores identical or under two samples"),
         verdict_kappa=Interval.of(

@@ -69,7 +69,7 @@ class SelfAgreement:
     n_items: int
     """Items with two or more scored samples."""
     n_samples: int
-    """The most samples of one item."""
+    """The most scored samples of one item."""
     score_alpha: Effect
     verdict_kappa: Effect
     verdict_disagreement: Effect
