@@ -103,3 +103,21 @@ def test_a_replayed_journal_holds_the_samples(tmp_path: Path) -> None:
     journal.close()
     (replayed,) = Journal(tmp_path / "run.jsonl").replay()
     assert replayed.samples == reduced.samples
+
+
+def test_a_reaggregation_copies_the_samples(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.duckdb")
+    store.migrate()
+    reduced = reduce_samples(SAMPLES, "majority", TEXT, cache_key="reduced")
+    store.write_chunk("r1", [Item("i1", {"response": TEXT})], [reduced], [])
+    store.copy_run_rows("r1", "r2")
+    with store.read() as con:
+        copied = con.execute(
+            "SELECT sample_index, score, cached FROM judgment_samples WHERE run_id = 'r2' "
+            "ORDER BY sample_index"
+        ).fetchall()
+        spans = con.execute(
+            "SELECT count(*) FROM judgment_sample_spans WHERE run_id = 'r2'"
+        ).fetchone()
+    assert copied == [(0, 1.0, True), (1, 1.0, True), (2, None, True)]
+    assert spans == (4,)

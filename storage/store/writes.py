@@ -265,6 +265,8 @@ class WritesMixin(StoreBase):
                 ("items", "", ""),
                 ("judgments", ", TRUE AS cached", ""),
                 ("judgment_spans", "", ""),
+                ("judgment_samples", ", TRUE AS cached", ""),
+                ("judgment_sample_spans", "", ""),
                 ("skipped_judgments", "", ""),
                 ("audit_items", "", ""),
                 # the sets travel with their rows; the consensus is made anew
