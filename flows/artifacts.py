@@ -171,6 +171,7 @@ def comparison_markdown(comparison: dict[str, Any]) -> list[str]:
         f"- mean change in the consensus median score: {_fmt(comparison['mean_delta'])} "
         f"(95% CI {_fmt(comparison['ci_low'])} to {_fmt(comparison['ci_high'])}; "
         f"Wilcoxon p={_fmt(comparison['p_value'])})",
+        *_noise_floor_lines(comparison),
         f"- verdict flips: {comparison['flips_to_hallucinated']} to hallucinated, "
         f"{comparison['flips_to_clean']} to clean",
         f"- agreement (alpha): {_fmt(comparison['agreement_before'])} → "
@@ -182,6 +183,23 @@ def comparison_markdown(comparison: dict[str, Any]) -> list[str]:
     for judge in comparison["judges"]:
         lines.append(f"| {_md(judge['judge_id'])} | {_fmt(judge['drift'])} | {judge['n_paired']} |")
     return lines
+
+
+def _noise_floor_lines(comparison: dict[str, Any]) -> list[str]:
+    """The A/A check's noise floor the gate held the changes against (none: not run)."""
+    floor = (comparison.get("thresholds") or {}).get("noise_floor")
+    if not floor:
+        return []
+    if floor.get("mean_delta") is None:
+        return [f"- noise floor: not measured (the A/A check paired {floor['aa_items']} items)"]
+    drifts = ", ".join(f"{_md(j)} {_fmt(v)}" for j, v in (floor.get("judge_drift") or {}).items())
+    return [
+        f"- noise floor (A/A check of {floor['aa_items']} baseline items, false-alarm rate "
+        f"{_fmt(floor['false_alarm_rate'])} over {floor['checks']} checks): mean rise "
+        f"{_fmt(floor['mean_delta'])} for {floor['n_paired']} items, "
+        f"{_fmt(floor['flips_to_hallucinated'])} flips to hallucinated, agreement fall "
+        f"{_fmt(floor.get('agreement_drop'))}; judge drift {drifts or '–'}"
+    ]
 
 
 async def publish_run_artifacts(store: Store, run_id: str) -> bool:

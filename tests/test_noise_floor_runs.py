@@ -24,22 +24,19 @@ from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.comparisons import compare_stored
 from juryflow.storage.store import Store
-from tests.conftest import SAMPLE
+from tests.conftest import REPO, SAMPLE
 
-KEY_ENV = "JURYFLOW_AA_KEY"
-# Distinct names (parameters at their defaults) so that the three judges err independently.
-NOISY = ("stub-sim-score-F0.2", "stub-sim-score-F0.2-s1", "stub-sim-score-F0.2-p1")
+KEY_ENV = "JURYFLOW_STUB_KEY"
+SHIPPED = REPO / "examples" / "panel.sim-noisy.yaml"
+N_JUDGES = 3
 
 
 def _noisy_panel(path: Path, stub: StubHandle) -> Path:
-    lines = ["name: noisy-3score", "judges:"]
-    for number, model in enumerate(NOISY, 1):
-        lines.append(
-            f"  - {{id: noisy{number}, provider: openai, model: '{model}', "
-            f"prompt: hallucination_score, temperature: 0.7, base_url: '{stub.openai_base_url}', "
-            f"api_key_env: {KEY_ENV}}}"
-        )
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    """README: examples/panel.sim-noisy.yaml as shipped, on this test's stand-in (started
+    as `juryflow stub-server --gold examples/ragtruth_data2txt_sample.jsonl` is)."""
+    shipped = SHIPPED.read_text(encoding="utf-8")
+    assert "http://127.0.0.1:8765/v1" in shipped
+    path.write_text(shipped.replace("http://127.0.0.1:8765/v1", stub.openai_base_url), "utf-8")
     return path
 
 
@@ -49,12 +46,14 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
 ) -> None:
     from juryflow.flows.regression import regression
 
-    monkeypatch.setenv(KEY_ENV, "sk-aa")
+    monkeypatch.setenv(KEY_ENV, "anything")
     with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as stub:
         panel = _noisy_panel(tmp_path / "noisy.yaml", stub)
         common = dict(dataset=str(SAMPLE), panel=str(panel), db=str(db_path), suite="aa")
         first = asyncio.run(regression(return_state=True, **common))  # type: ignore[call-overload]
         assert first.is_completed() and "is the baseline" in (first.message or "")
+        # README: JURYFLOW_STUB_KEY=anything juryflow regression --panel
+        # examples/panel.sim-noisy.yaml --no-cache --noise-floor --noise-sample 40
         result = CliRunner().invoke(
             app,
             [
@@ -73,6 +72,7 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
             ],
             env={"COLUMNS": "250"},
         )
+    print(result.output)
     assert result.exit_code == 0, result.output
     assert "no regression" in result.output
     assert "95% bootstrap CI" in result.output and "Wilcoxon p=" in result.output
@@ -91,15 +91,34 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
         con.close()
     # the baseline, the new run, and the A/A re-judge in a suite of its own
     assert runs == {"aa": 2, "aa~aa": 1}
-    assert aa_items == (40 * len(NOISY),)
+    assert aa_items == (40 * N_JUDGES,)
     assert regressed is False
     floor = json.loads(thresholds)["noise_floor"]
     assert floor["aa_items"] == 40 and floor["n_paired"] == 60
     assert floor["mean_delta"] > 0 and floor["flips_to_hallucinated"] >= 3
-    assert floor["checks"] == 3 + len(NOISY)
+    assert floor["checks"] == 3 + N_JUDGES
+
+    # the floor on the comparison page and in the run's artifacts
+    from juryflow.flows.artifacts import comparison_markdown
+    from juryflow.storage.comparisons import latest_comparison
+    from juryflow.viewer.compare_model import load_stored
+
+    store = Store(db_path)
+    stored = latest_comparison(store, run_id)
+    assert stored is not None
+    markdown = "\n".join(comparison_markdown(stored))
+    assert "- noise floor (A/A check of 40 baseline items" in markdown
+    page = load_stored(store, stored["comparison_id"])
+    assert page is not None
+    figures = dict(page.figures)
+    assert figures["noise floor of the mean change (A/A check)"].endswith(
+        "for 60 items, from 40 baseline items re-judged (false-alarm rate 0.05)"
+    )
 
     # The judges did answer differently (the stand-in's draws), and today's gate, the
     # thresholds alone, calls that a regression.
     comparison = compare_stored(Store(db_path), baseline_id, run_id)
     assert comparison.flips_to_hallucinated + comparison.flips_to_clean > 0
-    assert check_thresholds(comparison, Thresholds()), "the noise alone should cross a threshold"
+    today = check_thresholds(comparison, Thresholds())
+    print("today's gate:", "; ".join(today))
+    assert today, "the noise alone should cross a threshold"

@@ -145,6 +145,22 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     ),
     "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
     "--panel examples/panel.sim-bias.yaml": ("tests/test_bias.py", "panel.sim-bias.yaml"),
+    # README "A noise floor: the A/A check" (issue 26, point 3): the shipped noisy panel on
+    # a stand-in with the sample's gold (the stub-server line above), run twice, the second
+    # time with the A/A check
+    "JURYFLOW_STUB_KEY=anything juryflow regression --panel examples/panel.sim-noisy.yaml": (
+        "tests/test_noise_floor_runs.py",
+        "is the baseline",
+    ),
+    "JURYFLOW_STUB_KEY=anything juryflow regression --panel examples/panel.sim-noisy.yaml "
+    "--no-cache --noise-floor --noise-sample 40": (
+        "tests/test_noise_floor_runs.py",
+        '"--noise-floor",',
+    ),
+    ".venv/bin/pytest -q -s tests/test_noise_floor.py -k aa_of or smallest": (
+        "tests/test_noise_floor.py",
+        "def test_aa_of_a_noisy_panel",
+    ),
     "juryflow stub-server --port 8765 --gold ../shared/data/ragtruth/data2txt_dev.jsonl &": (
         "tests/test_stub_sim.py",
         "--gold",
