@@ -7,6 +7,7 @@ filtered out, and a judge whose samples are all unscored is unscored with a reas
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,7 @@ def test_majority_spans_are_the_consensus_code_over_samples(samples: list[Judgme
     assert reduced.verdict == (sum(bool(s.verdict) for s in scored) * 2 > len(scored))
 
 
-def test_costs_and_tokens_are_sums_and_cached_only_when_every_sample_is() -> None:
+def test_costs_and_tokens_are_sums_of_what_the_run_paid() -> None:
     samples = [
         Judgment("i", "j", "score", 0.2, usage=Usage(100, 10, 0.01), cached=True),
         Judgment("i", "j", "score", 0.9, usage=Usage(100, 20, 0.02)),
@@ -140,9 +141,14 @@ def test_costs_and_tokens_are_sums_and_cached_only_when_every_sample_is() -> Non
     ]
     reduced = reduce_samples(samples, "median", TEXT, cache_key="k")
     assert reduced.score == 0.4
-    assert (reduced.usage.input_tokens, reduced.usage.output_tokens) == (300, 60)
-    assert reduced.usage.cost_usd == pytest.approx(0.06)
+    # What this run paid: the one sample not from the cache.
+    assert (reduced.usage.input_tokens, reduced.usage.output_tokens) == (100, 20)
+    assert reduced.usage.cost_usd == pytest.approx(0.02)
     assert reduced.cached is False and reduced.cache_key == "k"
+    fresh = [replace(s, cached=False) for s in samples]
+    assert reduce_samples(fresh, "median", TEXT).usage == Usage(300, 60, pytest.approx(0.06))
+    cached = reduce_samples([replace(s, cached=True) for s in samples], "median", TEXT)
+    assert cached.cached and cached.usage.cost_usd == pytest.approx(0.06)
     assert reduced.reasoning == "median of 3 scored samples of 3"
     assert reduce_samples(samples, "mean", TEXT).score == pytest.approx(0.5)
 

@@ -95,10 +95,13 @@ def reduce_samples(
     samples: Sequence[Judgment], reducer: str, text: str, cache_key: str | None = None
 ) -> Judgment:
     """The judge's one judgment from its ``samples`` (in sample order, one judge, one item),
-    carrying them in ``samples``; usage and latency are their sums."""
+    carrying them in ``samples``. Usage, attempts and latency are the sums over the samples
+    this run paid for (every one when all came from the cache: the judgment is then cached,
+    and a run's spending leaves it out, as a cached judge asked once keeps its cost)."""
     if not samples:
         raise ValueError("reduce_samples needs at least one sample")
     first = samples[0]
+    paid = [s for s in samples if not s.cached] or list(samples)
     entry = _REGISTRY[resolve_sample_reducer(reducer, first.output_kind)]
     scored = [s for s in samples if s.score is not None]
     n = len(samples)
@@ -107,9 +110,9 @@ def reduce_samples(
         prompt_hash=first.prompt_hash,
         provider=first.provider,
         model=first.model,
-        usage=_summed(samples),
-        attempts=sum(s.attempts for s in samples),
-        latency_ms=sum(s.latency_ms for s in samples),
+        usage=_summed(paid),
+        attempts=sum(s.attempts for s in paid),
+        latency_ms=sum(s.latency_ms for s in paid),
         cache_key=cache_key,
         cached=all(s.cached for s in samples),
         verdict_threshold=first.verdict_threshold,
