@@ -23,7 +23,7 @@ from juryflow.judges.panel import PanelError, load_panel
 from juryflow.judges.redact import MASK
 from juryflow.maths.noise.noise_floor import NoiseSample, noise_sample
 from juryflow.storage.comparisons import load_run_scores
-from juryflow.storage.datasets import DEFAULT_MAX_CHARS
+from juryflow.storage.datasets import DEFAULT_MAX_CHARS, DatasetError, dataset_fingerprint
 from juryflow.storage.store import RunRecord, Store
 
 AA_SUFFIX = "~aa"
@@ -77,8 +77,37 @@ def baseline_panel(panel: str | None, baseline: RunRecord) -> Iterator[str | Non
         )
     with tempfile.TemporaryDirectory(prefix="juryflow-aa-") as directory:
         path = Path(directory) / "baseline-panel.yaml"
-        path.write_text(yaml.safe_dump(baseline.panel, sort_keys=False), encoding="utf-8")
+        path.write_text(yaml.safe_dump(runnable_copy(baseline.panel), sort_keys=False), "utf-8")
         yield str(path)
+
+
+def runnable_copy(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored panel as a panel file may say it: the loader refuses ``prompt_text`` (juryflow
+    fills it in), which a judge without a prompt file stores as None."""
+    judges = [
+        {k: v for k, v in judge.items() if not (k == "prompt_text" and v is None)}
+        for judge in stored.get("judges", [])
+    ]
+    return {**stored, "judges": judges}
+
+
+def _check_same_dataset(baseline: RunRecord) -> None:
+    """The re-judged items must be the texts the baseline judged: a dataset changed since
+    would pair different texts by id, and their differences would not be noise."""
+    if baseline.dataset_fingerprint is None:
+        return  # a run from before fingerprints: nothing to check against
+    try:
+        now = dataset_fingerprint(str(baseline.dataset))
+    except DatasetError as error:
+        raise NoiseCheckError(
+            f"the A/A check cannot read the baseline's dataset: {error}"
+        ) from None
+    if now != baseline.dataset_fingerprint:
+        raise NoiseCheckError(
+            f"the A/A check re-judges baseline {baseline.run_id}'s items, but its dataset "
+            f"{baseline.dataset} changed since (its SHA-256 differs): pin a baseline judged on "
+            "this file with --baseline RUN, or drop --noise-floor"
+        )
 
 
 async def noise_check(
@@ -101,6 +130,7 @@ async def noise_check(
             f"the A/A check re-judges baseline {baseline_run_id}'s items, but its dataset "
             f"{baseline.dataset} is not there: restore it, or drop --noise-floor"
         )
+    _check_same_dataset(baseline)
     parameters = baseline.parameters or {}
     with baseline_panel(panel, baseline) as panel_file:
         summary: dict[str, Any] = await evaluate(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import duckdb
 import pytest
@@ -50,7 +51,7 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
     with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as stub:
         panel = _noisy_panel(tmp_path / "noisy.yaml", stub)
         common = dict(dataset=str(SAMPLE), panel=str(panel), db=str(db_path), suite="aa")
-        first = asyncio.run(regression(return_state=True, **common))  # type: ignore[call-overload]
+        first: Any = asyncio.run(cast(Any, regression(return_state=True, **common)))
         assert first.is_completed() and "is the baseline" in (first.message or "")
         # README: JURYFLOW_STUB_KEY=anything juryflow regression --panel
         # examples/panel.sim-noisy.yaml --no-cache --noise-floor --noise-sample 40
