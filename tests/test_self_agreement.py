@@ -18,7 +18,9 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 import juryflow.maths.samples.self_agreement as sa_module
 from juryflow.maths import agreement as ag
+from juryflow.maths.group_bootstrap import group_weights
 from juryflow.maths.samples.self_agreement import (
+    Draws,
     fleiss_kappa_weighted,
     interval_alpha_weighted,
     others_disagreement_per_item,
@@ -200,6 +202,26 @@ def test_span_f1_forms_agree(seed: int) -> None:
     )
     assert same(found.span_f1.value, expected, 1e-12)
     assert found.span_f1.low <= found.span_f1.value <= found.span_f1.high
+
+
+def test_draws_by_source_are_the_item_weights_they_stand_for() -> None:
+    """Summing per source first gives what the (resamples, items) weights give, and the
+    draws are group_weights' own."""
+    rng = np.random.default_rng(9)
+    groups = np.asarray([f"s{k}" for k in rng.integers(0, 12, 60)])
+    labels, index = np.unique(groups, return_inverse=True)
+    by_source, items = group_weights(labels, seed=4), group_weights(groups, seed=4)
+    assert by_source is not None and items is not None
+    draws = Draws(by_source, index.astype(np.intp))
+    scores = np.round(rng.random((3, 60)), 1)
+    scores[rng.random(scores.shape) < 0.2] = np.nan
+    verdicts = np.where(np.isnan(scores), np.nan, (scores > 0.5) * 1.0)
+    np.testing.assert_allclose(
+        interval_alpha_weighted(scores, draws), interval_alpha_weighted(scores, items)
+    )
+    np.testing.assert_allclose(
+        fleiss_kappa_weighted(verdicts, draws), fleiss_kappa_weighted(verdicts, items)
+    )
 
 
 # -- a known flip rate is recovered ----------------------------------------------------------

@@ -24,7 +24,8 @@ figures (so the difference is paired). The point values come from
 :mod:`juryflow.maths.agreement` itself; the resamples use the same formulas written over
 per-item sufficient statistics with item weights (a source drawn twice counts twice), which
 with whole-number weights equal the point formulas on the duplicated items (the tests check
-it), so that 400 resamples cost a few matrix products, not 400 calls.
+it), summed per source before the draws weigh them (:class:`Draws`), so that 400 resamples
+cost a few small matrix products, not 400 calls.
 
 Seeded: the same inputs give the same intervals.
 """
@@ -44,6 +45,7 @@ from juryflow.maths.group_bootstrap import LEVEL, group_weights
 FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
+    "Draws",
     "SelfAgreement",
     "fleiss_kappa_weighted",
     "interval_alpha_weighted",
@@ -54,6 +56,34 @@ __all__ = [
 ]
 
 _NAN = float("nan")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Draws:
+    """Resampling weights by group: ``weights[b, g]`` counts group g in resample b, and
+    ``index[u]`` is item u's group. Every figure here is a ratio of weighted sums over
+    items, so each sum is taken per group first: the (b, items) weight matrix is never
+    built (a run of 100,000 items in a few thousand sources needs a few MB, not 320)."""
+
+    weights: FloatArray
+    index: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, weights: npt.ArrayLike | Draws) -> Draws:
+        """``weights`` as they are, or (b, n_items) item weights (each item its own group)."""
+        if isinstance(weights, Draws):
+            return weights
+        w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+        return cls(w, np.arange(w.shape[1], dtype=np.intp))
+
+    def sum(self, per_item: npt.ArrayLike) -> FloatArray:
+        """Per resample, the weighted sum of ``per_item`` (finite values, one per item)."""
+        by_group = np.bincount(
+            self.index,
+            weights=np.asarray(per_item, dtype=np.float64),
+            minlength=self.weights.shape[1],
+        )
+        return np.asarray(self.weights @ by_group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +162,7 @@ def others_disagreement_per_item(verdicts: npt.ArrayLike, others: npt.ArrayLike)
 # -- the point formulas over item weights (rows of ``weights``: resamples) ------------------
 
 
-def interval_alpha_weighted(scores: npt.ArrayLike, weights: npt.ArrayLike) -> FloatArray:
+def interval_alpha_weighted(scores: npt.ArrayLike, weights: npt.ArrayLike | Draws) -> FloatArray:
     """Krippendorff's α (interval) of ``scores`` (n_samples, n_items) once per row of
     ``weights`` (b, n_items): item u counted ``weights[., u]`` times. With a row of ones it is
     :func:`juryflow.maths.agreement.krippendorff_alpha`; NaN where it is.
@@ -142,7 +172,7 @@ def interval_alpha_weighted(scores: npt.ArrayLike, weights: npt.ArrayLike) -> Fl
     count, sum and sum of squares.
     """
     r = _matrix(scores)
-    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    w = Draws.of(weights)
     present = ~np.isnan(r)
     m = present.sum(axis=0).astype(np.float64)
     pairable = m >= 2
@@ -151,66 +181,67 @@ def interval_alpha_weighted(scores: npt.ArrayLike, weights: npt.ArrayLike) -> Fl
     with np.errstate(invalid="ignore", divide="ignore"):
         within = np.where(pairable, m * (s2 - s1 * s1 / m) / (m - 1), 0.0)
     keep = np.where(pairable, 1.0, 0.0)
-    n = w @ (keep * m)
-    total = w @ (keep * s2) - (w @ (keep * s1)) ** 2 / np.maximum(n, 1e-300)
+    n = w.sum(keep * m)
+    squares = w.sum(keep * s2)
+    total = squares - w.sum(keep * s1) ** 2 / np.maximum(n, 1e-300)
     # Exact zero when every value is the same; guard float residue of identical values.
-    scale = np.maximum(w @ (keep * s2), 1e-300)
+    scale = np.maximum(squares, 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
-        alpha = 1.0 - (n - 1) * (w @ within) / (n * total)
+        alpha = 1.0 - (n - 1) * w.sum(within) / (n * total)
     return np.asarray(np.where((n > 0) & (total > 1e-12 * scale), alpha, np.nan))
 
 
-def fleiss_kappa_weighted(verdicts: npt.ArrayLike, weights: npt.ArrayLike) -> FloatArray:
+def fleiss_kappa_weighted(verdicts: npt.ArrayLike, weights: npt.ArrayLike | Draws) -> FloatArray:
     """Fleiss' κ of 0/1 ``verdicts`` (n_samples, n_items) over the items every active sample
     rated (:func:`juryflow.maths.agreement.verdict_table`), once per row of ``weights``."""
     v = _matrix(verdicts)
-    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    w = Draws.of(weights)
     active = ~np.isnan(v).all(axis=1)
     complete = ~np.isnan(v[active]).any(axis=0) if active.any() else np.zeros(v.shape[1], bool)
     k = float(active.sum())
     if k < 2 or not complete.any():
-        return np.full(w.shape[0], np.nan)
+        return np.full(w.weights.shape[0], np.nan)
     flags = np.where(complete, np.nansum(v[active], axis=0), 0.0)
     keep = complete.astype(np.float64)
     agree = np.where(complete, (flags * (flags - 1) + (k - flags) * (k - flags - 1)), 0.0)
-    items = w @ keep
+    items = w.sum(keep)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_bar = (w @ agree) / (items * k * (k - 1))
-        p_one = (w @ flags) / (items * k)
+        p_bar = w.sum(agree) / (items * k * (k - 1))
+        p_one = w.sum(flags) / (items * k)
         chance = p_one * p_one + (1 - p_one) * (1 - p_one)
         kappa = (p_bar - chance) / (1 - chance)
     return np.asarray(np.where((items > 0) & (chance < 1), kappa, np.nan))
 
 
-def span_f1_weighted(lines: Sequence[ag.SpanLine], weights: npt.ArrayLike) -> FloatArray:
+def span_f1_weighted(lines: Sequence[ag.SpanLine], weights: npt.ArrayLike | Draws) -> FloatArray:
     """Mean over pairs of samples of their micro character F1 (over the items both answered
     with spans; a pair where neither flagged a character is left out), once per row of
     ``weights``. With a row of ones it is the mean of the upper triangle of
     :func:`juryflow.maths.agreement.pairwise_line_f1`."""
-    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    w = Draws.of(weights)
     f1s = []
     for a in range(len(lines)):
         for b in range(a + 1, len(lines)):
             both = (lines[a].answered & lines[b].answered).astype(np.float64)
             counts = ag.item_counts(lines[a], lines[b]) * both
-            summed = w @ counts.T.astype(np.float64)
-            chars = summed[:, 1] + summed[:, 2]
+            overlap, chars = w.sum(counts[0]), w.sum(counts[1] + counts[2])
             with np.errstate(invalid="ignore", divide="ignore"):
-                f1s.append(np.where(chars > 0, 2 * summed[:, 0] / chars, np.nan))
+                f1s.append(np.where(chars > 0, 2 * overlap / chars, np.nan))
     if not f1s:
-        return np.full(w.shape[0], np.nan)
+        return np.full(w.weights.shape[0], np.nan)
     stacked = np.stack(f1s)
     counted = (~np.isnan(stacked)).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(np.where(counted > 0, np.nansum(stacked, axis=0) / counted, np.nan))
 
 
-def _weighted_mean(per_item: FloatArray, weights: FloatArray) -> FloatArray:
+def _weighted_mean(per_item: FloatArray, weights: npt.ArrayLike | Draws) -> FloatArray:
+    w = Draws.of(weights)
     defined = ~np.isnan(per_item)
-    total = weights @ defined.astype(np.float64)
+    total = w.sum(defined.astype(np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(
-            np.where(total > 0, weights @ np.where(defined, per_item, 0.0) / total, np.nan)
+            np.where(total > 0, w.sum(np.where(defined, per_item, 0.0)) / total, np.nan)
         )
 
 
@@ -264,9 +295,13 @@ def self_agreement(
     n_items = s.shape[1]
     present = ~np.isnan(s)
     pairable = present.sum(axis=0) >= 2
-    draws = group_weights(groups, seed=seed) if n_items else None
-    if draws is not None and draws.shape[1] != n_items:
-        raise ValueError(f"groups has {draws.shape[1]} entries, expected one per item")
+    keys = np.asarray([str(g) for g in np.asarray(groups, dtype=object).reshape(-1)])
+    if keys.size != n_items:
+        raise ValueError(f"groups has {keys.size} entries, expected one per item ({n_items})")
+    # One draw per source, as group_weights draws them (its weights of the sorted labels).
+    labels, index = np.unique(keys, return_inverse=True)
+    by_group = group_weights(labels, seed=seed) if n_items else None
+    draws = None if by_group is None else Draws(by_group, index.reshape(-1).astype(np.intp))
 
     n_pairable = int(pairable.sum())
     alpha_point = ag.krippendorff_alpha(s, "interval") if n_pairable else _NAN
