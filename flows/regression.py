@@ -218,6 +218,13 @@ async def regression(
         noise = await noise_check(
             store, db, baseline_id, panel, sample=noise_sample, seed=noise_seed, batch=batch
         )
+        logger.info(
+            "A/A check: run %s re-judged %d of baseline %s's items (%d paired)",
+            noise.run_id,
+            noise_sample,
+            baseline_id,
+            noise.sample.n_items,
+        )
     outcome = compare_runs(store, run_id, baseline_id, thresholds, noise)
     await publish_comparison_artifacts(store, run_id)
     if report:
