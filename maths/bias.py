@@ -2,8 +2,9 @@
 
 Pure, vectorised maths (no I/O) behind ``juryflow agreement --bias``. Each probe is one
 number with a percentile interval (``LEVEL``) from a cluster bootstrap that resamples whole
-sources (:func:`juryflow.maths.group_bootstrap.group_weights`), since responses to one
-source are not independent.
+sources (:func:`juryflow.maths.group_bootstrap.group_draws`), since responses to one
+source are not independent; items are summed per source before the draws weigh them, so
+no array of draws by items is held.
 
 - **Rate differences** (length, self-preference): the Mantel–Haenszel risk difference
   (Greenland & Robins 1985) of the judge's verdict between *exposed* items (long responses;
@@ -33,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from juryflow.maths.agreement import ItemSpans
-from juryflow.maths.group_bootstrap import LEVEL, group_weights
+from juryflow.maths.group_bootstrap import LEVEL, group_draws
 from juryflow.maths.span_overlaps import disjoint
 
 FloatArray = npt.NDArray[np.float64]
@@ -100,6 +101,35 @@ def _percentile_interval(values: FloatArray) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def _mh_tables(y: FloatArray, e: FloatArray, strata: npt.ArrayLike) -> FloatArray:
+    """(4, m, K): each item's share of a, n1, c and n0 in its stratum (K strata)."""
+    _, index = np.unique(np.asarray(strata, dtype=np.int64), return_inverse=True)
+    one_hot = np.zeros((y.size, int(index.max()) + 1 if y.size else 0))
+    one_hot[np.arange(y.size), index] = 1.0
+    columns = np.stack([y * e, e, y * (1 - e), 1 - e])
+    return np.asarray(columns[:, :, None] * one_hot[None, :, :])
+
+
+def _mh(weights: FloatArray, tables: FloatArray) -> FloatArray:
+    """The risk difference per row of (b, units) ``weights`` over (4, units, K) tables."""
+    a, n1, c, n0 = (weights @ t for t in tables)
+    total = np.maximum(n1 + n0, 1e-300)
+    numerator = ((a * n0 - c * n1) / total).sum(axis=1)
+    denominator = (n1 * n0 / total).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(np.where(denominator > 0, numerator / denominator, np.nan))
+
+
+def _per_group(values: FloatArray, index: IntArray, n_groups: int) -> FloatArray:
+    """``values`` (..., m, k) summed over the items of each group into (..., G, k): the
+    bootstrap weighs a group's items alike, so its resampled sums are the group draws times
+    these."""
+    by_item = np.moveaxis(values, -2, -1)
+    rows = by_item.reshape(-1, by_item.shape[-1])
+    summed = np.stack([np.bincount(index, weights=r, minlength=n_groups) for r in rows])
+    return np.asarray(np.moveaxis(summed.reshape(*by_item.shape[:-1], n_groups), -1, -2))
+
+
 def mh_risk_difference(
     outcome: npt.ArrayLike,
     exposed: npt.ArrayLike,
@@ -115,19 +145,8 @@ def mh_risk_difference(
     """
     y = np.asarray(outcome, dtype=np.float64)
     e = np.asarray(exposed, dtype=np.float64)
-    _, index = np.unique(np.asarray(strata, dtype=np.int64), return_inverse=True)
-    one_hot = np.zeros((y.size, int(index.max()) + 1 if y.size else 0))
-    one_hot[np.arange(y.size), index] = 1.0
     w = np.ones((1, y.size)) if weights is None else np.asarray(weights, dtype=np.float64)
-    a = (w * (y * e)) @ one_hot
-    n1 = (w * e) @ one_hot
-    c = (w * (y * (1 - e))) @ one_hot
-    n0 = (w * (1 - e)) @ one_hot
-    total = np.maximum(n1 + n0, 1e-300)
-    numerator = ((a * n0 - c * n1) / total).sum(axis=1)
-    denominator = (n1 * n0 / total).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(np.where(denominator > 0, numerator / denominator, np.nan))
+    return _mh(w, _mh_tables(y, e, strata))
 
 
 def rate_difference(
@@ -154,11 +173,13 @@ def rate_difference(
     v, x, s, g = v[keep], x[keep], s[keep], g[keep]
     if not v.size:
         return Effect(float("nan"), float("nan"), float("nan"), 0)
-    point = float(mh_risk_difference(v, x, s)[0])
-    draws = group_weights(g, seed=seed)
-    if draws is None or np.isnan(point):
+    tables = _mh_tables(v, x.astype(np.float64), s)
+    point = float(_mh(np.ones((1, v.size)), tables)[0])
+    found = group_draws(g, seed=seed)
+    if found is None or np.isnan(point):
         return Effect(point, float("nan"), float("nan"), int(v.size))
-    low, high = _percentile_interval(mh_risk_difference(v, x, s, draws))
+    draws, index = found
+    low, high = _percentile_interval(_mh(draws, _per_group(tables, index, draws.shape[1])))
     return Effect(point, low, high, int(v.size))
 
 
@@ -202,8 +223,9 @@ def position_shift(
         return np.asarray(totals[..., 0] / totals[..., 1] - totals[..., 2] / totals[..., 3])
 
     point = float(shift(sums.sum(axis=0)))
-    draws = group_weights(g[keep], seed=seed)
-    if draws is None:
+    found = group_draws(g[keep], seed=seed)
+    if found is None:
         return Effect(point, float("nan"), float("nan"), n)
-    low, high = _percentile_interval(shift(draws @ sums))
+    draws, index = found
+    low, high = _percentile_interval(shift(draws @ _per_group(sums, index, draws.shape[1])))
     return Effect(point, low, high, n)

@@ -44,6 +44,30 @@ def f1_of(counts: npt.ArrayLike) -> FloatArray:
     return np.asarray(np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0))
 
 
+def group_draws(
+    groups: npt.ArrayLike, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[FloatArray, IntArray] | None:
+    """(samples, G) group weights, how often each of the G groups was drawn in each
+    resample, and each item's group index (m,); the draws of :func:`group_weights`, before
+    they are spread over the items (a statistic that sums items can sum them per group
+    first, and never hold a (samples, m) array).
+
+    None with fewer than two groups (nothing to resample).
+
+    >>> draws, index = group_draws(["a", "a", "b"], samples=3)
+    >>> draws.shape, index.tolist()
+    ((3, 2), [0, 0, 1])
+    """
+    keys = np.asarray([str(g) for g in np.asarray(groups, dtype=object).reshape(-1)])
+    _, group_index = np.unique(keys, return_inverse=True)
+    n_groups = int(group_index.max()) + 1 if group_index.size else 0
+    if n_groups < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n_groups, np.full(n_groups, 1 / n_groups), size=samples)
+    return np.asarray(draws, dtype=np.float64), np.asarray(group_index, dtype=np.int64)
+
+
 def group_weights(
     groups: npt.ArrayLike, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
 ) -> FloatArray | None:
@@ -55,13 +79,10 @@ def group_weights(
     >>> w.shape, bool((w[:, 0] == w[:, 1]).all())
     ((3, 3), True)
     """
-    keys = np.asarray([str(g) for g in np.asarray(groups, dtype=object).reshape(-1)])
-    _, group_index = np.unique(keys, return_inverse=True)
-    n_groups = int(group_index.max()) + 1 if group_index.size else 0
-    if n_groups < 2:
+    found = group_draws(groups, samples, seed)
+    if found is None:
         return None
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n_groups, np.full(n_groups, 1 / n_groups), size=samples)
+    draws, group_index = found
     return np.asarray(draws[:, group_index], dtype=np.float64)
 
 
