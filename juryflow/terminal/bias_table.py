@@ -1,7 +1,9 @@
 """The table of ``juryflow agreement --bias``: one row per judge and probe.
 
 The figures come from :class:`juryflow.analysis.bias_report.BiasReport`; this module only
-lays them out (effect, its interval, the items counted, what the figure is).
+lays them out (effect, its interval, the items counted, what the figure is). The viewer's
+run page shows them with the same words and digits: it takes :func:`signed`,
+:func:`interval`, :func:`bias_title` and :func:`bias_notes` from here.
 """
 
 from __future__ import annotations
@@ -20,26 +22,51 @@ from juryflow.terminal.output import plain, safe_text
 from juryflow.terminal.tables import FitTable
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
     if math.isnan(value):
         return "—"
     # A rounding residue below the printed precision is no sign.
     return f"{value:+.3f}".replace("-0.000", "+0.000")
 
 
-def _interval(effect: Effect) -> str:
+def interval(effect: Effect) -> str:
     if math.isnan(effect.low):
         return "—"
-    return f"[{_signed(effect.low)}, {_signed(effect.high)}]"
+    return f"[{signed(effect.low)}, {signed(effect.high)}]"
+
+
+def stands_out(effect: Effect) -> bool:
+    """Printed bold: measured, with an interval that excludes 0."""
+    return effect.measured and not math.isnan(effect.low) and effect.excludes_zero
+
+
+def bias_title(report: BiasReport) -> str:
+    by = report.group_column or "item"
+    return (
+        f"Bias probes against the labels, gold: {report.gold_source} "
+        f"({100 * LEVEL:.0f} % intervals, resampling by {by})"
+    )
+
+
+def bias_notes(report: BiasReport) -> list[str]:
+    """The lines under the table, without their ``note:``."""
+    notes = []
+    if report.audit_items is not None:
+        notes.append(
+            f"early stopping: the probes are over the {report.audit_items} audit "
+            "items every judge judged"
+        )
+    if not report.controlled:
+        notes.append("no item has a human verdict, so no probe is controlled for gold")
+    notes.append(
+        "bold = the interval excludes 0; length and self-preference are "
+        "Mantel–Haenszel differences of flag rates within gold strata"
+    )
+    return notes
 
 
 def bias_table(report: BiasReport) -> FitTable:
-    by = report.group_column or "item"
-    table = FitTable(
-        title=f"Bias probes against the labels, gold: {report.gold_source} "
-        f"({100 * LEVEL:.0f} % intervals, resampling by {by})",
-        key_columns=2,
-    )
+    table = FitTable(title=bias_title(report), key_columns=2)
     for name, justify in (
         ("judge", "left"),
         ("probe", "left"),
@@ -51,12 +78,11 @@ def bias_table(report: BiasReport) -> FitTable:
         table.add_column(name, justify=justify)
     for p in report.probes:
         e = p.effect
-        flagged = e.measured and not math.isnan(e.low) and e.excludes_zero
         table.add_row(
             plain(p.judge_id),
             p.probe,
-            Text(_signed(e.value), style="bold" if flagged else ""),
-            _interval(e),
+            Text(signed(e.value), style="bold" if stands_out(e) else ""),
+            interval(e),
             str(e.n) if e.n else "",
             plain(p.note),
         )
@@ -67,23 +93,8 @@ def print_bias(console: Console, report: BiasReport) -> None:
     heading = f" {report.run_id} · panel {report.panel_name} · {report.n_items} items"
     console.print(Text.assemble(("run", "bold"), safe_text(heading, one_line=True)), soft_wrap=True)
     console.print(bias_table(report))
-    if report.audit_items is not None:
-        console.print(
-            plain(
-                f"note: early stopping: the probes are over the {report.audit_items} audit "
-                "items every judge judged"
-            )
-        )
-    if not report.controlled:
-        console.print(
-            plain("note: no item has a human verdict, so no probe is controlled for gold")
-        )
-    console.print(
-        plain(
-            "note: bold = the interval excludes 0; length and self-preference are "
-            "Mantel–Haenszel differences of flag rates within gold strata"
-        )
-    )
+    for note in bias_notes(report):
+        console.print(plain(f"note: {note}"))
 
 
 def bias_payload(report: BiasReport) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """What the runs page and a run's page show, gathered from the store in one place.
 
 Every agreement, bias and accuracy figure is a field of the
-:class:`~juryflow.analysis.agreement_report.AgreementReport` that `juryflow agreement` prints,
-shown with
-the same digits (``Stat.show()``, three decimals, percentages to one): a number on the page
-can be found in the terminal by its text. Read here besides are only the run's metadata and
-counts, the raw scores behind the histograms, and the run list of `juryflow runs`.
+:class:`~juryflow.analysis.agreement_report.AgreementReport` that `juryflow agreement` prints
+(the bias probes: of the ``BiasReport`` of `juryflow agreement --bias`, :mod:`.bias_model`),
+shown with the same digits (``Stat.show()``, three decimals, percentages to one): a number
+on the page can be found in the terminal by its text. Read here besides are only the run's
+metadata and counts, the raw scores behind the histograms, and the run list of `juryflow runs`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from juryflow.storage.reads.run_queries import cost_split, list_runs
 from juryflow.storage.reads.view_queries import ComparisonRow, list_comparisons, run_panels
 from juryflow.storage.store import RunRecord, Store
 from juryflow.terminal.output import duration
+from juryflow.viewer.bias_model import BiasSection, bias_section
 
 ALL_RUNS = 1_000_000
 # The judges' colours are the item pages' span layers' (_overlay.css), so that a judge's
@@ -227,6 +228,7 @@ class RunPage:
     judges: list[JudgeInfo]
     links: RunLinks
     comparisons: list[ComparisonLink]
+    bias: BiasSection
 
 
 def _metric_rows(groups: Sequence[GroupAgreement]) -> list[MetricRow]:
@@ -393,4 +395,5 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
             queue=run_href(run_id, "/queue"),
         ),
         comparisons=_comparison_links(list_comparisons(store, run_id)),
+        bias=bias_section(store, report),
     )
