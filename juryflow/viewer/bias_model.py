@@ -22,7 +22,7 @@ from juryflow.terminal.bias_table import bias_notes, bias_title, interval, signe
 
 NO_LABELS = (
     "This run has no human labels: the bias probes measure each judge against them, so "
-    "none is computed here (`juryflow agreement --bias` measures length and "
+    "none is computed here (juryflow agreement --bias measures length and "
     "self-preference without that control)."
 )
 
@@ -86,6 +86,8 @@ def _position_lines(report: BiasReport, agreement: AgreementReport) -> list[str]
     probed = {p.judge_id for p in report.probes if p.probe == "position"}
     span_judges = [j for j in agreement.judges if kinds.get(j) == "spans"]
     others = [j for j in agreement.judges if kinds.get(j) != "spans"]
+    if not agreement.judges:
+        return []  # no judgment stored yet: nothing to explain
     if not span_judges:
         return ["position: no span judge in this panel (it compares flagged and gold spans)"]
     lines = []
