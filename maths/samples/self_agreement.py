@@ -19,7 +19,7 @@ reliability, measured between those answers exactly as agreement between judges 
   about as much as with the other judges: its dissent is its own noise.
 
 Every figure has a percentile interval (``LEVEL``) from a cluster bootstrap that resamples
-whole sources (:func:`juryflow.maths.group_bootstrap.group_weights`), the same draws for all
+whole sources (:func:`juryflow.maths.group_bootstrap.group_draws`), the same draws for all
 figures (so the difference is paired). The point values come from
 :mod:`juryflow.maths.agreement` itself; the resamples use the same formulas written over
 per-item sufficient statistics with item weights (a source drawn twice counts twice), which
@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from juryflow.maths import agreement as ag
 from juryflow.maths.bias import Effect
-from juryflow.maths.group_bootstrap import LEVEL, group_weights
+from juryflow.maths.group_bootstrap import LEVEL, group_draws
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -295,13 +295,11 @@ def self_agreement(
     n_items = s.shape[1]
     present = ~np.isnan(s)
     pairable = present.sum(axis=0) >= 2
-    keys = np.asarray([str(g) for g in np.asarray(groups, dtype=object).reshape(-1)])
-    if keys.size != n_items:
-        raise ValueError(f"groups has {keys.size} entries, expected one per item ({n_items})")
-    # One draw per source, as group_weights draws them (its weights of the sorted labels).
-    labels, index = np.unique(keys, return_inverse=True)
-    by_group = group_weights(labels, seed=seed) if n_items else None
-    draws = None if by_group is None else Draws(by_group, index.reshape(-1).astype(np.intp))
+    n_groups = np.asarray(groups, dtype=object).reshape(-1).size
+    if n_groups != n_items:
+        raise ValueError(f"groups has {n_groups} entries, expected one per item ({n_items})")
+    found = group_draws(groups, seed=seed) if n_items else None
+    draws = None if found is None else Draws(found[0], found[1].astype(np.intp))
 
     n_pairable = int(pairable.sum())
     alpha_point = ag.krippendorff_alpha(s, "interval") if n_pairable else _NAN
