@@ -8,6 +8,7 @@ import shutil
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -92,3 +93,31 @@ def test_the_stored_copy_is_yaml_the_panel_loader_reads(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(runnable_copy(stored), sort_keys=False), encoding="utf-8")
     assert load_panel(path).public_dict() == stored
+
+
+def test_serve_noise_floor_makes_regression_serve_run_the_aa_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import signal
+
+    from typer.testing import CliRunner
+
+    import juryflow.flows.serve as served
+    from juryflow.cli import app
+
+    built: list[Any] = []
+
+    def serve_nightly(**options: Any) -> None:
+        built.extend(served.build_deployments(**options))
+        raise KeyboardInterrupt  # as Ctrl-C ends serving
+
+    monkeypatch.setattr(served, "check_no_collision", lambda: None)
+    monkeypatch.setattr(served, "serve_nightly", serve_nightly)
+    before = signal.getsignal(signal.SIGTERM)  # serve installs its own SIGTERM handler
+    try:
+        result = CliRunner().invoke(app, ["serve", "--noise-floor"])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert result.exit_code == 130, result.output
+    regression = next(d for d in built if d.name == "regression-serve")
+    assert regression.parameters == {"baseline": "last", "noise_floor": True}

@@ -296,6 +296,13 @@ def serve_command(
     evaluate_cron: Annotated[str, typer.Option(help="Cron of evaluate-serve.")] = "0 2 * * *",
     regression_cron: Annotated[str, typer.Option(help="Cron of regression-serve.")] = "30 2 * * *",
     timezone: Annotated[str, typer.Option(help="Timezone of the cron schedules.")] = "UTC",
+    noise_floor: Annotated[
+        bool,
+        typer.Option(
+            "--noise-floor",
+            help="regression-serve runs the A/A check first (see `juryflow regression`).",
+        ),
+    ] = False,
 ) -> None:
     """Serve evaluate-serve and regression-serve from this process (needs a Prefect API)."""
     from juryflow.flows.runtime.prefect_server import configured_api_url
@@ -336,6 +343,7 @@ def serve_command(
             evaluate_cron=evaluate_cron,
             regression_cron=regression_cron,
             timezone=timezone,
+            thresholds={"noise_floor": True} if noise_floor else None,
         )
     except KeyboardInterrupt:
         console.print(
