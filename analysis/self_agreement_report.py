@@ -148,7 +148,9 @@ def judge_self_agreement(
     """The sampled judges of ``data``'s run; ``keep`` restricts the run's ``n_run_items``
     items to ``data``'s (an early-stopped run's audit sample), None for all."""
     sampled = load_samples(store, data.info.run_id, n_run_items)
-    if not sampled:
+    # An early-stopped run without an audit sample has no item every judge judged: there is
+    # nothing to set a judge's self-agreement beside, so none is reported.
+    if not sampled or not len(data.item_ids):
         return []
     groups = np.asarray(bias_inputs(store, data.info.run_id).groups, dtype=object)
     if keep is not None:

@@ -141,10 +141,14 @@ def test_one_sample_changes_nothing_stored(tmp_path: Path, stub: StubHandle) -> 
     )
 
 
-def test_early_stopping_with_a_sampled_judge(tmp_path: Path, stub: StubHandle) -> None:
-    """A sampled judge's reduced answer is one judgment: early stopping decides on it."""
+@pytest.mark.parametrize("audit", [0.5, 0.0])
+def test_early_stopping_with_a_sampled_judge(
+    tmp_path: Path, stub: StubHandle, audit: float
+) -> None:
+    """A sampled judge's reduced answer is one judgment: early stopping decides on it; with
+    no audit sample (no item every judge judged) the run still ends completed."""
     panel = _panel(tmp_path / "panel.yaml", stub, ", samples: 3, temperature: 0.7")
-    run = _run(tmp_path / "early.duckdb", panel, early_stop=True, audit_fraction=0.5)
+    run = _run(tmp_path / "early.duckdb", panel, early_stop=True, audit_fraction=audit)
     status = "SELECT status FROM runs WHERE run_id = ?"
     assert _rows(tmp_path / "early.duckdb", run["run_id"], status) == [("completed",)]
     decided = _rows(tmp_path / "early.duckdb", run["run_id"], DECISION)
@@ -158,7 +162,7 @@ def test_early_stopping_with_a_sampled_judge(tmp_path: Path, stub: StubHandle) -
             "SELECT item_id FROM judgments WHERE run_id = ? AND judge_id = 'sampled'",
         )
     }
-    assert sampled_items  # the audited items at least
+    assert sampled_items or audit == 0  # the audited items at least
     assert len(samples) == 3 * len(sampled_items)
 
 
