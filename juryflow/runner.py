@@ -132,7 +132,7 @@ def _run_evaluation(
 
 
 def _listener(
-    tally: Tally, bar: Progress | None, ticker: PlainTicker | None, origin: str | None
+    tally: Tally, bar: Progress | None, ticker: PlainTicker | None, origin: str | None = None
 ) -> progress.Listener:
     task = bar.add_task("judgments", total=None) if bar is not None else None
 
