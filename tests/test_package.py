@@ -177,3 +177,19 @@ def test_a_plain_editable_install_runs_the_bundled_sample(tmp_path: Path) -> Non
     dataset, items = _run_three_items([str(env_dir / "bin" / "juryflow")], env, tmp_path)
     assert items == 3
     assert dataset == str(REPO / "examples" / "ragtruth_data2txt_sample.jsonl")
+
+
+def test_every_subpackage_of_the_tree_ships_in_the_wheel() -> None:
+    """setuptools installs only the packages pyproject.toml lists: a new folder left out of
+    the list imports in the checkout and fails only once installed."""
+    import tomllib
+
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    listed = set(setup["setuptools"]["packages"])
+    found = set()
+    for name, folder in setup["setuptools"]["package-dir"].items():
+        root = REPO / folder
+        for init in root.rglob("__init__.py"):
+            parts = init.parent.relative_to(root).parts
+            found.add(".".join((name, *parts)))
+    assert found - listed == set(), "add these to [tool.setuptools] packages"
