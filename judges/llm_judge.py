@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -130,12 +131,14 @@ class LLMJudge:
         # Header values and base_url credentials: a server may echo them into any answer.
         self._secrets = tuple(spec.credentials())
         remember_secret(*self._secrets)
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.judge_id!r}, {self.spec.provider}:{self.model})"
 
     async def aclose(self) -> None:
         """Release the client's connections for this event loop (call once a run is done)."""
+        self._closed = True
         await self.client.aclose()
 
     def cache_key(self, item: Item) -> str:
@@ -290,6 +293,11 @@ class LLMJudge:
             # attempts may be 0: stored as 1 would claim a call that was never made.
             return self._unscored(item, str(stopped), timer, attempts=attempts, **common)
         except Exception as error:
+            if self._closed:
+                # The run closed this judge's client while the call was in flight: it is
+                # stopping (a full disk, say), so the call is cut, not failed; no row, and
+                # --resume judges the item.
+                raise asyncio.CancelledError(f"{self.judge_id}: the run stopped") from error
             # The Judge contract: one broken call costs one row, never the whole chunk. The
             # traceback is kept for the bug report, cleaned like the row: it may quote a URL.
             log.error(
