@@ -13,7 +13,6 @@ from typing import Annotated, Any, TypeVar
 
 import duckdb
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -31,11 +30,11 @@ from juryflow.cli.runs import fail as _fail
 from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_facts, run_rule
-from juryflow.terminal.output import dump_json, plain, safe_text
+from juryflow.terminal.output import dump_json, plain, safe_text, terminal_console
 from juryflow.terminal.self_agreement_table import print_self_agreement
 from juryflow.terminal.tables import FitTable
 
-console = Console()
+console = terminal_console()
 
 T = TypeVar("T")
 

@@ -6,12 +6,12 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.console import Console
 
 from juryflow.cli.runs import DbOption, fail, resolve_or_exit
 from juryflow.terminal import output
+from juryflow.terminal.output import terminal_console
 
-console = Console()
+console = terminal_console()
 
 
 def export_annotations_command(

@@ -6,11 +6,11 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from juryflow.cli.user_files import default_panel, load_env_file
 from juryflow.flows.runtime.allocator import limit_malloc_arenas
 from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_prefect_logging
+from juryflow.terminal.output import terminal_console
 
 limit_malloc_arenas()  # before Prefect and DuckDB start their threads
 _ENV_WARNING = load_env_file()  # before the offline defaults: a .env's settings win over them
@@ -34,8 +34,8 @@ app = App(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = terminal_console()
+err = terminal_console(stderr=True)
 if _ENV_WARNING:
     err.print(output.plain(f"warning: {_ENV_WARNING}", "yellow", one_line=True), soft_wrap=True)
 

@@ -15,9 +15,10 @@ from rich.console import Console
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
 from juryflow.terminal import output
+from juryflow.terminal.output import terminal_console
 
-console = Console()
-err = Console(stderr=True)
+console = terminal_console()
+err = terminal_console(stderr=True)
 
 
 def _check_store(db: str | None) -> None:

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 
 import duckdb
 import typer
-from rich.console import Console
 
 from juryflow.terminal import output
+from juryflow.terminal.output import terminal_console
 from juryflow.terminal.tables import FitTable
 
-console = Console()
-err = Console(stderr=True)
+console = terminal_console()
+err = terminal_console(stderr=True)
 
 DbOption = Annotated[
     str | None,

@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from juryflow.cli.help_format import App
 from juryflow.cli.runs import fail
 from juryflow.terminal import output
+from juryflow.terminal.output import terminal_console
 
 server_app = App(
     help="A Prefect server kept running for every juryflow command (faster starts, a UI).",
     no_args_is_help=True,
 )
-console = Console(highlight=False)
+console = terminal_console(highlight=False)
 
 
 def _say(line: str) -> None:

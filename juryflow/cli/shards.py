@@ -7,11 +7,11 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.console import Console
 
 from juryflow.cli.runs import DbOption, fail, resolve_or_exit
+from juryflow.terminal.output import terminal_console
 
-console = Console()
+console = terminal_console()
 
 
 def finish(

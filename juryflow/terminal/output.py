@@ -362,3 +362,15 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     hours, rest = divmod(whole, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def terminal_console(*, stderr: bool = False, highlight: bool = True) -> Console:
+    """A console whose width follows the terminal (or ``COLUMNS``) at every print.
+
+    rich fixes a console's width for good when ``COLUMNS`` is set as the console is made.
+    The command line's consoles are made once, on import, so a ``COLUMNS`` set at that
+    moment (by a caller, for one command) would bind every later command to that width.
+    """
+    console = Console(stderr=stderr, highlight=highlight)
+    console._width = None  # rich has no public way to unset a width it read at creation
+    return console
