@@ -17,5 +17,8 @@ export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
 .venv/bin/mypy
 # the layers of ARCHITECTURE.md: an import that breaks one fails here
 .venv/bin/lint-imports
-# the slowest tests, for whoever makes the suite faster
-.venv/bin/python -m pytest -q --durations=25
+# Three test processes on two cores: most tests wait on a server, a stand-in or a child
+# process rather than compute. Each has its own Prefect server for the `juryflow` processes
+# its tests start (tests/conftest.py). The slowest tests are listed, for whoever makes the
+# suite faster.
+.venv/bin/python -m pytest -q -n 3 --dist loadfile --durations=25

@@ -11,10 +11,42 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# Under pytest-xdist each worker gets its own Prefect home: the CLI runs the tests start use an
+# ephemeral server whose SQLite database must not be shared by two processes at once.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER and os.environ.get("PREFECT_HOME"):
+    os.environ["PREFECT_HOME"] = f"{os.environ['PREFECT_HOME']}-{_XDIST_WORKER}"
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
 SHARED_DATA = REPO.parent / "shared" / "data" / "ragtruth"
+
+
+SESSION_SERVER_OFF = "JURYFLOW_TEST_EPHEMERAL"
+"""Set to 1 to let every `juryflow` process the tests start run its own ephemeral server,
+as a user's terminal without ``PREFECT_API_URL`` does (tests of that path ask for it)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_prefect_server_for_the_session(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """One `prefect server start` the whole session's `juryflow` processes talk to.
+
+    Without it each of them starts an ephemeral server (9-20 s of CPU on 2 cores), which
+    was most of the suite's time. Tests of the ephemeral path drop ``PREFECT_API_URL`` from
+    their children's environment, as they always did."""
+    if os.environ.get("PREFECT_API_URL") or os.environ.get(SESSION_SERVER_OFF) == "1":
+        yield
+        return
+    from tests.prefect_server import running_prefect_server
+
+    with running_prefect_server(tmp_path_factory.mktemp("session-prefect")) as env:
+        os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]
+        try:
+            yield
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
 
 
 @pytest.fixture(scope="session")

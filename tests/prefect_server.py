@@ -78,7 +78,11 @@ def running_prefect_server(directory: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="module")
 def shared_prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One server for a module's juryflow processes: ``PREFECT_API_URL`` is set in this
-    process's environment (children inherit it) for the module, and restored after."""
+    process's environment (children inherit it) for the module, and restored after; the
+    session's server (tests/conftest.py) when there is one."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield os.environ["PREFECT_API_URL"]
+        return
     with running_prefect_server(tmp_path_factory.mktemp("prefect-server")) as env:
         before = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]
