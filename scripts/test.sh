@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed) and run the whole test suite, lint and type checks included.
+# Set up .venv (if needed), then ruff, mypy, the layer contracts and every test but the long
+# end-to-end ones marked `slow`. `bash scripts/test.sh --slow` runs those alone (CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") selection=(-m "not slow") ;;
+  --slow) selection=(-m slow) ;;
+  *) echo "usage: bash scripts/test.sh [--slow]  (--slow: only the long end-to-end tests)" >&2
+     exit 2 ;;
+esac
 python3 -m venv .venv
 # pip's own chatter goes to a log, shown only if the install fails.
 if ! { .venv/bin/python -m pip install --upgrade pip \
@@ -13,12 +20,14 @@ fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
-.venv/bin/ruff check .
-.venv/bin/mypy
-# the layers of ARCHITECTURE.md: an import that breaks one fails here
-.venv/bin/lint-imports
+if [ -z "${1:-}" ]; then
+  .venv/bin/ruff check .
+  .venv/bin/mypy
+  # the layers of ARCHITECTURE.md: an import that breaks one fails here
+  .venv/bin/lint-imports
+fi
 # Three test processes on two cores: most tests wait on a server, a stand-in or a child
 # process rather than compute. Each has its own Prefect server for the `juryflow` processes
 # its tests start (tests/conftest.py). The slowest tests are listed, for whoever makes the
 # suite faster.
-.venv/bin/python -m pytest -q -n 3 --dist loadfile --durations=25
+.venv/bin/python -m pytest -q -n 3 --dist loadfile --durations=25 "${selection[@]}"

@@ -278,6 +278,7 @@ def assert_same_report(store: Store, run_id: str) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.slow
 def test_array_loader_and_report_match_the_list_path(store: Store, rows: RunRows) -> None:
     run_id = write_run(store, rows)
     assert_same_data(store, run_id)

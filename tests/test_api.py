@@ -197,6 +197,7 @@ def test_a_dataframe_without_pandas_says_which_extra_to_install(tmp_path: Path) 
     assert "pip install 'juryflow[pandas]'" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_script_shows_its_progress_and_none_of_prefects_info_lines(
     tmp_path: Path,
 ) -> None:

@@ -111,6 +111,7 @@ def test_a_chunk_too_large_for_the_small_pool_is_written_once(
     assert rows == [(750, 750)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/usr/bin/time").exists(), reason="the bench reads /usr/bin/time -v")
 def test_bench_memory_command_at_a_small_size() -> None:
     """bench/README.md's command (``--sizes 10000,30000,100000 --panel stub --prefect

@@ -50,6 +50,7 @@ def _paid(store: Store, run_id: str) -> float:
     return float(rows[0][0])
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_cached_run_costs_nothing_and_a_no_cache_budget_is_reached(tmp_path: Path) -> None:
     dataset = synthetic_dataset(tmp_path / "items.jsonl", ITEMS)

@@ -104,6 +104,7 @@ def test_panel_yaml_in_the_current_folder_is_the_panel_without_panel(tmp_path: P
     assert "panel offline-default" in embedded.stdout and "from this folder" not in embedded.stderr
 
 
+@pytest.mark.slow
 def test_a_run_says_in_its_start_line_that_the_panel_is_the_folder_s(tmp_path: Path) -> None:
     shutil.copy(REPO / "examples" / "panel.offline-qa.yaml", tmp_path / "panel.yaml")
     found = _juryflow(tmp_path, "run", str(SAMPLE), "--limit", "2", "--db", "s.duckdb")

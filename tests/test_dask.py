@@ -13,6 +13,7 @@ from tests.conftest import SAMPLE
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
+@pytest.mark.slow
 def test_chunk_tasks_run_on_a_local_dask_cluster(db_path: Path, tmp_path: Path) -> None:
     prefect_dask = pytest.importorskip("prefect_dask")
     from juryflow.flows.evaluate import evaluate

@@ -387,6 +387,7 @@ def test_compare_runs_stores_and_returns_the_note(tmp_path: Path) -> None:
     assert row == (outcome["message"], False)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_regression_command_prints_the_note(tmp_path: Path) -> None:
     subset = tmp_path / "five.jsonl"

@@ -390,6 +390,7 @@ def test_dataset_fingerprint_is_the_sha256_and_size_of_the_bytes(tmp_path: Path)
 # -- end to end: the run stores the row errors, lists them and resumes -----------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_run_lists_late_row_errors_and_resumes(tmp_path: Path) -> None:
     from juryflow.storage.store import Store

@@ -85,6 +85,7 @@ def test_export_and_report_from_a_lake(lake: str, tmp_path: Path) -> None:
     assert "<html" in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_regression_and_reaggregate_write_new_runs_into_the_lake(lake: str, tmp_path: Path) -> None:
     # the lake exists: its data path is in its catalog, and no other may be given
     env = child_env(tmp_path / "unused")
@@ -150,6 +151,7 @@ def test_shard_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
     assert not Path(db).exists()
 
 
+@pytest.mark.slow
 def test_shards_of_one_run_must_agree_and_finish_names_what_is_left(tmp_path: Path) -> None:
     db = str(tmp_path / "s.duckdb")
     env = child_env(tmp_path / "unused")

@@ -96,6 +96,7 @@ def sample_reference(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[obj
     return file_run(directory, lake_env(directory))
 
 
+@pytest.mark.slow
 def test_three_runs_and_a_sql_reader_share_one_lake(
     lake: str, tmp_path: Path, sample_reference: list[tuple[object, ...]]
 ) -> None:
@@ -152,6 +153,7 @@ def test_three_runs_and_a_sql_reader_share_one_lake(
         assert snapshot[0][0] is not None
 
 
+@pytest.mark.slow
 def test_a_run_in_three_shards_from_three_processes(
     lake: str, tmp_path: Path, sample_reference: list[tuple[object, ...]]
 ) -> None:
@@ -201,6 +203,7 @@ def stored_judgments(lake: str) -> int:
     return count if isinstance(count, int) else 0
 
 
+@pytest.mark.slow
 def test_a_killed_shard_and_a_shard_taken_over_elsewhere_end_in_one_complete_run(
     lake: str, tmp_path: Path
 ) -> None:

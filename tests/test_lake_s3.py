@@ -66,6 +66,7 @@ def juryflow(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_a_lake_with_its_data_in_an_s3_bucket(
     pg_server: PgServer, s3_endpoint: str, tmp_path: Path
 ) -> None:

@@ -132,6 +132,7 @@ def snapshot_count(lake: Lake) -> int:
 # -- reading works ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tables_views_and_duckdb_statements_read_the_lake(lake: Lake) -> None:
     assert csv_rows(lake, "SELECT count(*) AS n FROM judgments", process=True) == [
         ["n"],

@@ -203,6 +203,7 @@ def spent(store: Store, run_id: str) -> tuple[float, float, int]:
     return float(total), float(dearest), int(count)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_max_cost_stops_the_run_and_resume_finishes_it(tmp_path: Path) -> None:
     items, concurrency, max_cost = 80, 3, 0.12

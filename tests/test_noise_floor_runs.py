@@ -41,6 +41,7 @@ def _noisy_panel(path: Path, stub: StubHandle) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
     tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -173,6 +173,7 @@ def test_a_resumed_runs_summary_counts_the_first_invocations_429s(
     assert {judge: int(answers) for judge, _, answers in rows} == counts
 
 
+@pytest.mark.slow
 def test_a_run_on_worker_processes_counts_their_429s(
     subset: Path, db_path: Path, tmp_path: Path
 ) -> None:

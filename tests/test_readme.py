@@ -91,7 +91,8 @@ def readme_commands(text: str) -> list[Command]:
 # README command → (where it is run, or "reference", and a marker that file must contain /
 # the reason it is only shown).
 ELSEWHERE: dict[str, tuple[str, str]] = {
-    "bash scripts/test.sh": (".ci/run", "bash scripts/test.sh"),
+    "bash scripts/test.sh": (".ci/run", "bash scripts/test.sh\n"),
+    "bash scripts/test.sh --slow": (".ci/run", "bash scripts/test.sh --slow"),
     "bash scripts/run-sample.sh": (".ci/run", "bash scripts/run-sample.sh"),
     # the contributor's plain editable install; tests/test_package.py runs the sample on one
     "python3 -m venv .venv": ("scripts/test.sh", "python3 -m venv .venv"),

@@ -209,6 +209,7 @@ def test_the_readmes_samples_panel_runs_as_shipped(
     assert figures == (3 * 60, 38, 0.667, 0.733)
 
 
+@pytest.mark.slow
 def test_worker_processes_sample_too(tmp_path: Path, stub: StubHandle) -> None:
     """``--workers 2``: the worker processes build the sampled judge from its spec; a re-run
     serves every sample from the cache read in the flow's process."""

@@ -226,6 +226,7 @@ def _write_piecewise(store: Store, run: dict[str, Any], check: bool) -> None:
 
 
 # ~1 s an example (a store per example, a view check per write): CI's time is bounded
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(run=runs())
 def test_views_equal_the_query_time_definitions_at_every_write(

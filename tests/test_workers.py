@@ -133,6 +133,7 @@ def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
     return sorted(found, key=repr)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_two_workers_store_what_one_process_stores(tmp_path: Path) -> None:
     dataset = synthetic_dataset(tmp_path / "items.jsonl", ITEMS)
@@ -226,6 +227,7 @@ def test_killed_with_sigkill_the_run_leaves_no_worker_calling(tmp_path: Path) ->
         assert stub.stats.requests() == calls
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_worker_killed_under_the_run_fails_it_in_one_line(tmp_path: Path) -> None:
     dataset = synthetic_dataset(tmp_path / "items.jsonl", ITEMS)
@@ -263,6 +265,7 @@ def prefect_servers(pid: int) -> list[psutil.Process]:
     ]
 
 
+@pytest.mark.slow
 def test_workers_share_the_runs_ephemeral_prefect_server(tmp_path: Path) -> None:
     """With no PREFECT_API_URL, juryflow starts one ephemeral server; the workers must use it
     rather than start one each (seconds and ~250 MB apiece)."""
