@@ -80,6 +80,43 @@ def run(dataset: Path, stub: Any, tmp: Path, name: str, extra: str) -> dict[str,
     }
 
 
+def oracle_bound(db: Path, run_id: str) -> tuple[int, int, int]:
+    """Items some pair of judges decides, items the best fixed pair decides, and items.
+
+    The most any exact early stop could leave out on this run is one call on each item that
+    some pair decides: even an oracle that knew, per item, which two judges to call first
+    could save no more (a single judge never fixes a strict majority of three)."""
+    from itertools import combinations
+
+    from juryflow.maths.early_stop import JudgeShape, is_decided
+    from juryflow.maths.reducers import ConsensusRule
+    from juryflow.storage.store import Store
+
+    store = Store(db)
+    record = store.get_run(run_id)
+    assert record is not None
+    rule = ConsensusRule.from_dict(record.consensus or {})
+    texts = {item.item_id: item.text("response") for item in store.load_items(run_id)}
+    by_item: dict[str, dict[str, Any]] = {item_id: {} for item_id in texts}
+    for judgment in store.load_judgments(run_id):
+        by_item[judgment.item_id][judgment.judge_id] = judgment
+    judges = [judge_id for judge_id, _, _ in JUDGES]
+    per_pair = dict.fromkeys(combinations(judges, 2), 0)
+    some_pair = 0
+    for item_id, answers in by_item.items():
+        deciding = False
+        for pair in per_pair:
+            (third,) = (j for j in judges if j not in pair)
+            called = [answers[j] for j in pair if j in answers]
+            threshold = next(iter(answers.values())).verdict_threshold
+            shape = JudgeShape(third, "spans", threshold)
+            if is_decided(item_id, called, [shape], 3, texts[item_id], record.quorum, rule):
+                per_pair[pair] += 1
+                deciding = True
+        some_pair += deciding
+    return some_pair, max(per_pair.values()), len(by_item)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEV)
@@ -107,6 +144,13 @@ def main() -> int:
             running_stub_server(StubConfig(gold=load_gold(args.dataset))) as stub,
         ):
             full = run(args.dataset, stub, tmp, "full", "")
+            some_pair, best_pair, items = oracle_bound(full["db"], full["run_id"])
+            print(
+                f"exact bound: the best fixed pair decides {best_pair} of {items} items "
+                f"({best_pair / (3 * items):.1%} of the calls saved); some pair decides "
+                f"{some_pair} ({some_pair / (3 * items):.1%}), the most any exact order, "
+                "even one that knew the answers, could save"
+            )
             _, record = run_calibration(Store(full["db"]), full["run_id"], "bench-lossy")
             lossy = record.report["lossy_stop"]
             agreement = lossy["agreement"]
