@@ -122,7 +122,7 @@ class Reply:
 
 
 _LEFTOVER = -1
-"""The request id of a worker's last word: the 429s no reply has carried yet."""
+"""The request id of a report of 429s that no chunk's reply carries (no chunk waits on it)."""
 
 
 _channels: list[Channels] = []
@@ -187,10 +187,10 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
             reply = Reply(request.request_id, error=failure, rate_limited=counted_429.take())
         finally:
             slots.release()
-        _send_progress(channels, counted)
+        _send_progress(channels, counted, counted_429)
         channels.results.put(reply)
 
-    watch = asyncio.create_task(_watch(channels, counted, pending))
+    watch = asyncio.create_task(_watch(channels, counted, counted_429, pending))
     try:
         while True:
             await slots.acquire()
@@ -209,10 +209,7 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
             job.cancel()
         await asyncio.gather(*pending, watch, return_exceptions=True)
         progress.remove_listener(counted.take)
-        _send_progress(channels, counted)
-        leftover = counted_429.take()
-        if any(leftover.values()):
-            channels.results.put(Reply(_LEFTOVER, rate_limited=leftover))
+        _send_progress(channels, counted, counted_429)
         await close_judges()
     return made
 
@@ -256,19 +253,31 @@ async def _next_message(channels: Channels, source: Any) -> Setup | Request | No
 
 
 async def _watch(
-    channels: Channels, counted: _ProgressCounter, jobs: set[asyncio.Task[None]]
+    channels: Channels,
+    counted: _ProgressCounter,
+    counted_429: _RateLimitCounter,
+    jobs: set[asyncio.Task[None]],
 ) -> None:
-    """Report progress; stop the chunks at the flow's request."""
+    """Report progress and 429 answers; stop the chunks at the flow's request."""
     while True:
         await asyncio.sleep(min(PROGRESS_SECONDS, POLL_SECONDS))
         if channels.stop.is_set():
             for job in jobs:
                 job.cancel()
             return
-        _send_progress(channels, counted)
+        _send_progress(channels, counted, counted_429)
 
 
-def _send_progress(channels: Channels, counted: _ProgressCounter) -> None:
+def _send_progress(
+    channels: Channels, counted: _ProgressCounter, counted_429: _RateLimitCounter
+) -> None:
+    """Send what the worker did since its last report: its 429 answers as they come, not
+    only with a chunk's reply, so a worker killed mid-chunk has already told the run of
+    all but the last moment's (the 429s first: the flow has them when it sees the progress
+    of the calls retried after them)."""
+    throttled = counted_429.take()
+    if any(throttled.values()):
+        channels.results.put(Reply(_LEFTOVER, rate_limited=throttled))
     event = counted.flush()
     if event is not None:
         channels.results.put(event)
