@@ -45,10 +45,16 @@ def quiet_prefect_logging(verbose: bool = False) -> None:
         return
     import prefect  # noqa: F401  (Prefect configures its loggers on import; adjust after)
 
+    silenced = ("prefect.server", "prefect._internal", "prefect.events", "uvicorn", "docket")
+    # A logger's own level wins over its parent's: the loggers that exist already (Prefect
+    # made `prefect.events.utilities` on import) are set one by one, or a heartbeat that
+    # fails as the process exits still prints its traceback under the run's error line.
     for name in list(logging.root.manager.loggerDict):
-        if name.startswith("prefect"):
+        if name.startswith(silenced):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        elif name.startswith("prefect"):
             logging.getLogger(name).setLevel(logging.WARNING)
-    for name in ("prefect.server", "prefect._internal", "prefect.events", "uvicorn", "docket"):
+    for name in silenced:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     # The client logs "Starting temporary server" at INFO and "Still processing items" at
     # WARNING while the ephemeral server shuts down: neither is about the run.
