@@ -25,7 +25,13 @@ def main() -> None:
         # Nothing to clean up yet; and the interpreter, having seen the KeyboardInterrupt,
         # would end by SIGINT (-2) rather than with the exit code.
         os._exit(130)
-    run_command()
+    try:
+        run_command()
+    except KeyboardInterrupt:
+        # One raised while the command was already reporting a Ctrl-C (it said so): left
+        # to the interpreter, it would end the process by SIGINT (-2), not with 130.
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def __getattr__(name: str) -> Any:

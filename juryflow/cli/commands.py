@@ -432,6 +432,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("juryflow: interrupted (SIGINT)\n")
+        leave_on_next_sigint()
         sys.exit(130)
     except SystemExit as leaving:
         # Typer turns a Ctrl-C it catches (while a command's imports load, say) into a
@@ -439,7 +440,23 @@ def main() -> None:
         caught = leaving.__context__
         if caught is not None and isinstance(caught.__cause__, KeyboardInterrupt):
             sys.stderr.write("juryflow: interrupted (SIGINT)\n")
+            leave_on_next_sigint()
         raise
+
+
+def leave_on_next_sigint() -> None:
+    """Once a Ctrl-C has been reported, another (or one still pending) ends the process with
+    130 at once: raised as KeyboardInterrupt while the interpreter unwinds, it would end it
+    by SIGINT instead, which a shell reads as -2 rather than the 130 of an interrupted
+    command (seen on a loaded machine, when the signal reached the process group twice)."""
+    import os
+    import signal
+
+    def leave(signum: int, frame: object) -> None:
+        sys.stderr.flush()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, leave)
 
 
 if __name__ == "__main__":
