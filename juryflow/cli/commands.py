@@ -272,7 +272,7 @@ def run(
                 origin=panel_note,
             )
         except KeyboardInterrupt:  # before the run's flow began: nothing stored, nothing to resume
-            err.print("juryflow: interrupted (SIGINT) before the run started; nothing was judged")
+            err.print(INTERRUPTED_BEFORE_THE_RUN)
             raise typer.Exit(code=130) from None
         except RunInterrupted as stopped:
             # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
@@ -282,6 +282,9 @@ def run(
             )
             raise typer.Exit(code=stopped.exit_code) from None
         except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+            if stopped_by_ctrl_c(error):
+                err.print(INTERRUPTED_BEFORE_THE_RUN)
+                raise typer.Exit(code=130) from None
             fail(str(error))
             return
     from juryflow.terminal.judge_table import judges_of_run
@@ -442,6 +445,28 @@ def main() -> None:
             sys.stderr.write("juryflow: interrupted (SIGINT)\n")
             leave_on_next_sigint()
         raise
+
+
+INTERRUPTED_BEFORE_THE_RUN = (
+    "juryflow: interrupted (SIGINT) before the run started; nothing was judged"
+)
+
+
+def stopped_by_ctrl_c(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised over, a DuckDB query that a Ctrl-C stopped: DuckDB
+    answers SIGINT in a query with InterruptException, which the checks before a run turn
+    into their own one-line errors ("error: Query interrupted", exit 2, on a loaded
+    machine) when the user only pressed Ctrl-C."""
+    import duckdb
+
+    seen: BaseException | None = error
+    for _ in range(20):  # a chain is short; a cycle must not hang the exit
+        if seen is None:
+            break
+        if isinstance(seen, duckdb.InterruptException):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def leave_on_next_sigint() -> None:
