@@ -105,10 +105,10 @@ def oracle_bound(db: Path, run_id: str) -> tuple[int, int, int]:
     some_pair = 0
     for item_id, answers in by_item.items():
         deciding = False
+        threshold = next(iter(answers.values())).verdict_threshold
         for pair in per_pair:
             (third,) = (j for j in judges if j not in pair)
             called = [answers[j] for j in pair if j in answers]
-            threshold = next(iter(answers.values())).verdict_threshold
             shape = JudgeShape(third, "spans", threshold)
             if is_decided(item_id, called, [shape], 3, texts[item_id], record.quorum, rule):
                 per_pair[pair] += 1

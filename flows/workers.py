@@ -118,7 +118,8 @@ class Reply:
     chunks: dict[str, JudgedChunk] = field(default_factory=dict)
     error: str | None = None
     rate_limited: dict[str, int] = field(default_factory=dict)
-    """429 answers per judge in the worker since its previous reply (the run keeps them)."""
+    """429 answers per judge in the worker since its previous report (the run keeps them);
+    sent by :func:`_send_progress`, before the chunk's own reply."""
 
 
 _LEFTOVER = -1
@@ -180,11 +181,11 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
             )
             made += sum(len(chunk.judgments) for chunk in results)
             chunks = dict(zip(names, results, strict=True))
-            reply = Reply(request.request_id, chunks, rate_limited=counted_429.take())
+            reply = Reply(request.request_id, chunks)
         # Whatever a chunk raises, the flow must hear of it rather than wait for good.
         except Exception as error:
             failure = f"{type(error).__name__}: {error}"
-            reply = Reply(request.request_id, error=failure, rate_limited=counted_429.take())
+            reply = Reply(request.request_id, error=failure)
         finally:
             slots.release()
         _send_progress(channels, counted, counted_429)

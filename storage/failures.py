@@ -36,6 +36,14 @@ def _causes(error: BaseException) -> list[BaseException]:
     return found
 
 
+def stopped_by_ctrl_c(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised over, a DuckDB query that a Ctrl-C stopped: DuckDB
+    answers SIGINT in a query with InterruptException, which the checks before a run turn
+    into their own one-line errors ("error: Query interrupted", exit 2, on a loaded
+    machine) when the user only pressed Ctrl-C."""
+    return any(isinstance(cause, duckdb.InterruptException) for cause in _causes(error))
+
+
 def store_failure(error: BaseException, store: object) -> StoreFailure | None:
     """The store-level failure behind ``error``, or None when it is about something else."""
     if isinstance(store, Path) and not store.exists():

@@ -54,7 +54,7 @@ def test_a_query_stopped_by_ctrl_c_is_told_as_an_interruption_however_it_was_wra
 
     import duckdb
 
-    from juryflow.cli.commands import stopped_by_ctrl_c
+    from juryflow.storage.failures import stopped_by_ctrl_c
 
     con = duckdb.connect()
 

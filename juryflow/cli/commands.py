@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import Annotated
 
@@ -282,6 +284,8 @@ def run(
             )
             raise typer.Exit(code=stopped.exit_code) from None
         except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+            from juryflow.storage.failures import stopped_by_ctrl_c
+
             if stopped_by_ctrl_c(error):
                 err.print(INTERRUPTED_BEFORE_THE_RUN)
                 raise typer.Exit(code=130) from None
@@ -452,30 +456,11 @@ INTERRUPTED_BEFORE_THE_RUN = (
 )
 
 
-def stopped_by_ctrl_c(error: BaseException) -> bool:
-    """Whether ``error`` is, or was raised over, a DuckDB query that a Ctrl-C stopped: DuckDB
-    answers SIGINT in a query with InterruptException, which the checks before a run turn
-    into their own one-line errors ("error: Query interrupted", exit 2, on a loaded
-    machine) when the user only pressed Ctrl-C."""
-    import duckdb
-
-    seen: BaseException | None = error
-    for _ in range(20):  # a chain is short; a cycle must not hang the exit
-        if seen is None:
-            break
-        if isinstance(seen, duckdb.InterruptException):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def leave_on_next_sigint() -> None:
     """Once a Ctrl-C has been reported, another (or one still pending) ends the process with
     130 at once: raised as KeyboardInterrupt while the interpreter unwinds, it would end it
     by SIGINT instead, which a shell reads as -2 rather than the 130 of an interrupted
     command (seen on a loaded machine, when the signal reached the process group twice)."""
-    import os
-    import signal
 
     def leave(signum: int, frame: object) -> None:
         sys.stderr.flush()
