@@ -244,6 +244,8 @@ class StubStats:
             self.recent_prompts: deque[str] = deque(maxlen=PROMPT_LOG_SIZE)
             # The latest requests' targets and headers, so tests can see what was sent.
             self.recent_requests: deque[tuple[str, dict[str, str]]] = deque(maxlen=PROMPT_LOG_SIZE)
+            # The same requests as they came over the wire, body included.
+            self.recent_wire: deque[WireRequest] = deque(maxlen=PROMPT_LOG_SIZE)
 
     def _start(self, path: str, model: str | None) -> int:
         with self._lock:
@@ -268,9 +270,15 @@ class StubStats:
         with self._lock:
             return list(self.recent_prompts)
 
-    def _request(self, target: str, headers: dict[str, str]) -> None:
+    def _request(self, method: str, target: str, headers: dict[str, str], body: bytes) -> None:
         with self._lock:
             self.recent_requests.append((target, dict(headers)))
+            self.recent_wire.append(WireRequest(method, target, dict(headers), body))
+
+    def wire_requests(self) -> list[WireRequest]:
+        """The latest requests as received: method, target, lower-cased headers, body."""
+        with self._lock:
+            return list(self.recent_wire)
 
     def requests_seen(self) -> list[tuple[str, dict[str, str]]]:
         """(request target with its query, lower-cased headers) of the latest requests."""
@@ -811,6 +819,16 @@ def error_body(api: str, status: int, message: str) -> dict[str, Any]:
 # --- the server ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    """One model request as the stand-in received it."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
 @dataclass
 class _Request:
     method: str
@@ -900,7 +918,7 @@ class StubServer:
     ) -> bool:
         path = request.path.split("?", 1)[0]
         if not path.startswith("/_"):
-            self.stats._request(request.path, request.headers)
+            self.stats._request(request.method, request.path, request.headers, request.body)
         from juryflow.standin import batches  # it imports this module: loaded on first use
 
         if request.method == "GET" and path == "/_stats":

@@ -16,7 +16,6 @@ from juryflow.judges.providers.base import (
     SharedSDKs,
     dropped_connection,
     error_from_status,
-    http_library,
     output_schema,
 )
 from juryflow.judges.redact import redact_text
@@ -72,15 +71,7 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = self._parameters(request)
         try:
-            # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the
-            # body read once as JSON instead of also built into a typed Message per call.
-            response = await self._sdk().post(
-                "/v1/messages",
-                body=body,
-                cast_to=http_library(anthropic).Response,
-                options={"timeout": request.timeout},
-            )
-            message = response.json()
+            message = await self._post_json("/v1/messages", body, request.timeout)
         except anthropic.APIError as error:
             raise self._translate(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server

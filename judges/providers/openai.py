@@ -22,7 +22,6 @@ from juryflow.judges.providers.base import (
     SharedSDKs,
     dropped_connection,
     error_from_status,
-    http_library,
     output_schema,
 )
 from juryflow.judges.redact import redact_text
@@ -85,15 +84,9 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         try:
-            # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the
-            # body read once as JSON instead of also built into a typed completion per call.
-            response = await self._sdk().post(
-                "/chat/completions",
-                body=self._parameters(request),
-                cast_to=http_library(openai).Response,
-                options={"timeout": request.timeout},
+            completion = await self._post_json(
+                "/chat/completions", self._parameters(request), request.timeout
             )
-            completion = response.json()
         except openai.APIError as error:
             raise self._translate(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server

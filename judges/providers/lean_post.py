@@ -1,0 +1,182 @@
+"""Model calls that skip the SDK's per-call request building, on the SDK's own connections.
+
+Building a request through a Stainless SDK (options model, header merge, URL parsing, an
+httpx request, the httpx-to-aiohttp adapter and back) costs about as much CPU as the HTTP
+exchange itself, and for one judge it yields the same URL and headers on every call: the
+SDKs send no per-request idempotency key, a zero retry count (ours retry) and the call's
+timeout. So the SDK builds and sends the first request of each (path, timeout) itself; a
+request hook on its HTTP client records what it built, and the later calls replay that
+request with a new JSON body, through the same aiohttp session (same pool, same
+connections). Errors still come out as the SDK's own exception classes, built by the SDK
+from the answer, so the providers' translation and every reason stay as they were.
+
+Only the SDKs' aiohttp transport is replayed; a client on httpx (no aiohttp, or a base_url
+with user:password@) keeps the SDK's whole path. ``JURYFLOW_SDK_CALLS=1`` turns replay off.
+``tests/test_lean_post.py`` checks, per provider, that the bytes on the wire are the SDK's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import os
+import ssl
+import sys
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from juryflow.judges.providers.quota_headers import observe_response
+
+try:
+    import aiohttp
+except ImportError:  # the SDKs' [aiohttp] extra is absent: every call takes the SDK's path
+    aiohttp = None  # type: ignore[assignment]
+
+_TemplateKey = tuple[str, float]
+"""(path, timeout): what makes two calls of one client send different URLs or headers."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTemplate:
+    """A request the SDK built and sent, to be sent again with another body."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    """Every header the SDK sent but Content-Length, which aiohttp sets for the new body."""
+    timeout: Mapping[str, float | None]
+    """httpx's timeout extension (connect, read, write, pool), read as the adapter does."""
+    request: Any
+    """The SDK's httpx request, which the SDK's exceptions carry."""
+
+
+class _Slot:
+    """Where the request hook leaves the request a recorded call made."""
+
+    __slots__ = ("request",)
+
+    def __init__(self) -> None:
+        self.request: Any = None
+
+
+_RECORDING: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "juryflow_lean_recording", default=None
+)
+_TEMPLATES: weakref.WeakKeyDictionary[Any, dict[_TemplateKey, RequestTemplate]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def record_request(request: Any) -> None:
+    """httpx request hook: hand the request over when the current call is being recorded."""
+    slot = _RECORDING.get()
+    if slot is not None:
+        slot.request = request
+
+
+def enabled() -> bool:
+    return aiohttp is not None and os.environ.get("JURYFLOW_SDK_CALLS", "") in ("", "0")
+
+
+def template(sdk: Any, path: str, timeout: float) -> RequestTemplate | None:
+    """The request to replay for this call, or None: the SDK must send it (and is recorded)."""
+    templates = _TEMPLATES.get(sdk)
+    return templates.get((path, timeout)) if templates is not None else None
+
+
+@contextlib.contextmanager
+def recording(sdk: Any, path: str, timeout: float) -> Iterator[None]:
+    """Record the request the SDK sends inside the block as the template of (path, timeout).
+
+    Kept only when the SDK's answer came back over its aiohttp session (that is what the
+    replay uses), whatever its status: the request the SDK built does not depend on it.
+    """
+    slot = _Slot()
+    token = _RECORDING.set(slot)
+    try:
+        yield
+    finally:
+        _RECORDING.reset(token)
+        if slot.request is not None and _session(sdk) is not None:
+            _TEMPLATES.setdefault(sdk, {})[(path, timeout)] = _template_of(slot.request)
+
+
+def _template_of(request: Any) -> RequestTemplate:
+    return RequestTemplate(
+        method=request.method,
+        url=str(request.url),
+        headers=tuple(
+            (name, value)
+            for name, value in request.headers.multi_items()
+            if name.lower() != "content-length"
+        ),
+        timeout=dict(request.extensions.get("timeout", {})),
+        request=request,
+    )
+
+
+def _session(sdk: Any) -> Any:
+    """The aiohttp session under the SDK's HTTP client, once it has sent a request."""
+    transport = getattr(getattr(sdk, "_client", None), "_transport", None)
+    session = getattr(transport, "client", None)
+    if aiohttp is None or not isinstance(session, aiohttp.ClientSession) or session.closed:
+        return None
+    return session
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """A JSON body as the SDKs write it (their ``openapi_dumps`` on plain values)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def replay(sdk: Any, sdk_module: ModuleType, sent: RequestTemplate, body: bytes) -> Any:
+    """Send ``body`` as ``sent`` was sent; the answer's JSON, or the SDK's exception for it.
+
+    Raised as the SDK raises them: ``APIStatusError`` subclasses for 4xx/5xx (built by the
+    SDK from the answer), ``APITimeoutError`` and ``APIConnectionError`` with the aiohttp
+    error as their cause, ValueError for a 2xx whose body is not JSON.
+    """
+    session = _session(sdk)
+    if session is None:  # the client was closed under us: the SDK says what that means
+        raise sdk_module.APIConnectionError(request=sent.request)
+    # The SDK's own aiohttp adapter: its map of aiohttp's errors and the httpx it maps to.
+    adapter = sys.modules[type(sdk._client._transport).__module__]
+    http = adapter.httpx
+    timeout = sent.timeout
+    try:
+        with adapter.map_aiohttp_exceptions():
+            async with session.request(
+                sent.method,
+                sent.url,
+                headers=sent.headers,
+                data=body,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                    connect=timeout.get("pool"),
+                ),
+            ) as answer:
+                content = await answer.read()
+                status = answer.status
+                raw_headers = answer.raw_headers
+                headers = answer.headers
+    except http.TimeoutException as error:
+        raise sdk_module.APITimeoutError(request=sent.request) from error
+    except (http.RequestError, ssl.SSLError) as error:
+        raise sdk_module.APIConnectionError(request=sent.request) from error
+    observe_response(headers)
+    if status >= 400 or "content-encoding" in headers:
+        response = http.Response(
+            status_code=status, headers=raw_headers, content=content, request=sent.request
+        )
+        if status >= 400:
+            raise sdk._make_status_error_from_response(response)
+        content = response.content  # decoded as the SDK's httpx would have
+    return json.loads(content)
