@@ -35,9 +35,10 @@ from juryflow.flows.runtime.interrupts import (
 )
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import close_judges
-from juryflow.flows.workers import WorkerPool, default_workers
+from juryflow.flows.workers import WorkerPool
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
 from juryflow.planning.run_setup import RunPlan, plan_run
+from juryflow.planning.worker_count import AUTO, auto_workers, default_workers, parse_workers
 from juryflow.storage.connection import (
     Patience,
     StoreError,
@@ -238,7 +239,7 @@ async def evaluate(
     sample: int | None = None,
     seed: int = 0,
     max_cost: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     shard: str | None = None,
     run_id: str | None = None,
     data_path: str | None = None,
@@ -263,8 +264,9 @@ async def evaluate(
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
     the run then ends ``interrupted`` and ``--resume`` judges the rest.
-    ``workers``: processes that make the model calls (default: what the panel's
-    concurrency calls for, see ``workers.default_workers``; 1 with ``max_cost`` or Dask).
+    ``workers``: processes that make the model calls, a number or ``"auto"`` (default: what
+    the panel's concurrency calls for; see ``planning.worker_count``; 1 with ``max_cost`` or
+    Dask).
     """
     began = time.monotonic()
     flow_run_id = str(flow_run.get_id() or "") or None
@@ -273,8 +275,9 @@ async def evaluate(
 
         check_budget(panel, db, resume, max_cost, distributed)
     # Explicit workers start now, importing what they need while the run is planned.
-    early = workers is not None and workers > 1 and not distributed and max_cost is None
-    pool = WorkerPool(workers, chunks_in_flight) if early and workers is not None else None
+    workers = parse_workers(workers)
+    early = isinstance(workers, int) and workers > 1 and not distributed and max_cost is None
+    pool = WorkerPool(workers, chunks_in_flight) if early and isinstance(workers, int) else None
     if pool is not None:
         pool.start()
     try:
@@ -320,7 +323,7 @@ async def _plan_and_judge(
     pool: WorkerPool | None,
     plan_options: dict[str, Any],
     *,
-    workers: int | None,
+    workers: int | str | None,
     distributed: bool,
     max_cost: float | None,
     chunks_in_flight: int,
@@ -352,15 +355,19 @@ async def _plan_and_judge(
         try:
             stop_if_pending()
             logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
-            progress.started(plan.run_id, str(plan.store.path), flow_run_id)
-            budget = Budget(max_cost) if max_cost is not None else None
-            set_budget(plan.run_id, budget)
-            if pool is None and workers is None and not distributed and max_cost is None:
+            count, workers_note = 1, None
+            if pool is None and workers == AUTO and not distributed:
+                choice = auto_workers(plan.panel, max_cost=max_cost)
+                count, workers_note = choice.count, choice.describe()
+            elif pool is None and workers is None and not distributed and max_cost is None:
                 # Dask spreads the chunks itself; a budget is kept by one process.
                 count = default_workers(plan.panel)
-                if count > 1:
-                    pool = WorkerPool(count, chunks_in_flight)
-                    pool.start()
+            progress.started(plan.run_id, str(plan.store.path), flow_run_id, workers_note)
+            budget = Budget(max_cost) if max_cost is not None else None
+            set_budget(plan.run_id, budget)
+            if count > 1:
+                pool = WorkerPool(count, chunks_in_flight)
+                pool.start()
             if pool is not None:
                 pool.configure(
                     list(plan.panel.judges),

@@ -1,12 +1,12 @@
 """``--workers N``: judging on N processes when one event loop cannot keep up.
 
-Through the official SDKs a call costs ~2 ms of CPU, so one event loop saturates one core at
-about 500 calls/s. With N workers the flow starts N long-lived ``judge-worker`` tasks on
-Prefect's process-pool task runner, one per process. Each has its own event loop, SDK
-clients and a 1/N share of every judge's limits; it takes chunks from a queue as it has room
-for them, judges them, journals and reports every judgment as it completes, and sends each
-chunk's judgments back. The flow process stays the store's single writer. Prefect sees N
-task runs for the whole run: nothing per call or per chunk.
+A call costs ~1 ms of CPU (the SDK builds a judge's first request, the rest replay it), so
+one event loop saturates one core at several hundred calls/s. With N workers the flow starts
+N long-lived ``judge-worker`` tasks on Prefect's process-pool task runner, one per process.
+Each has its own event loop, SDK clients and a 1/N share of every judge's limits; it takes
+chunks from a queue as it has room for them, judges them, journals and reports every
+judgment as it completes, and sends each chunk's judgments back. The flow process stays the
+store's single writer. Prefect sees N task runs for the whole run: nothing per call or per chunk.
 """
 
 from __future__ import annotations
@@ -34,39 +34,15 @@ from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
 from juryflow.judges.breaker import breaker_for
-from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.panel import JudgeSpec, Price
 from juryflow.maths.records import Item
 from juryflow.storage.journal import JournalWriteError
-
-CALLS_PER_PROCESS = 256
-"""Concurrent calls one process is given by default: at ~2 ms of CPU per call a core serves
-~500 calls/s, which 256 calls of 0.5 s keep busy (slower models need fewer processes)."""
 
 PROGRESS_SECONDS = 0.25
 """How often a worker reports the judgments it completed."""
 
 POLL_SECONDS = 0.2
 """How often a worker looks for a stop request, or for its parent having gone."""
-
-
-def default_workers(panel: PanelSpec, cpus: int | None = None) -> int:
-    """Processes for a panel: one per CALLS_PER_PROCESS concurrent model calls, at most one
-    per core; offline judges run in the flow's own process."""
-    calls = sum(spec.max_concurrency for spec in panel.judges if spec.provider != "offline")
-    cores = cpus if cpus is not None else (os.cpu_count() or 1)
-    return max(1, min(cores, math.ceil(calls / CALLS_PER_PROCESS)))
-
-
-def check_workers(workers: int | None, *, distributed: bool, max_cost: float | None) -> None:
-    """Refuse ``--workers N`` with what it cannot go with (ValueError, naming the fix)."""
-    if workers is None or workers == 1:
-        return
-    if distributed:
-        raise ValueError("--workers and --dask both spread the calls over processes: keep one")
-    if max_cost is not None:
-        raise ValueError(
-            "--max-cost is kept by one process counting every call: drop --workers or --max-cost"
-        )
 
 
 def share(spec: JudgeSpec, worker: int, workers: int) -> JudgeSpec:

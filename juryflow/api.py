@@ -226,7 +226,7 @@ def run(
     use_cache: bool = True,
     chunk_size: int | None = None,
     max_cost: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     progress: bool = True,
     early_stop: bool | None = None,
     audit_fraction: float | None = None,
@@ -251,9 +251,9 @@ def run(
     _start_prefect()
     from rich.console import Console
 
-    from juryflow.flows.workers import check_workers
     from juryflow.planning.dry_run import check_budget
     from juryflow.planning.run_setup import check_selection, preflight
+    from juryflow.planning.worker_count import check_workers
     from juryflow.runner import run_evaluation
     from juryflow.storage.datasets import DEFAULT_MAX_CHARS
     from juryflow.storage.store import Store

@@ -235,6 +235,10 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_workers.py",
         '"--workers", "2"',
     ),
+    "juryflow run data.jsonl --panel panel.yaml --workers auto": (
+        "tests/test_workers.py",
+        '"--workers", "auto"',
+    ),
     "juryflow run data.jsonl --panel panel_llm.yaml": (
         "tests/test_init.py",
         '"run", "data.jsonl", "--panel", "panel_llm.yaml"',

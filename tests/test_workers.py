@@ -16,8 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juryflow.flows.workers import check_workers, default_workers, share
+from juryflow.flows.workers import share
 from juryflow.judges.panel import JudgeSpec, PanelSpec
+from juryflow.planning.worker_count import (
+    auto_workers,
+    check_workers,
+    default_workers,
+    parse_workers,
+)
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
@@ -78,6 +84,43 @@ def test_default_workers_follow_the_panels_concurrency_and_the_cores() -> None:
     assert default_workers(offline, cpus=8) == 1
 
 
+def test_auto_workers_take_every_core_unless_the_panel_would_leave_one_idle() -> None:
+    def panel(*judges: JudgeSpec) -> PanelSpec:
+        return PanelSpec(name="p", judges=list(judges))
+
+    three = panel(spec("a", 64), spec("b", 64), spec("c", 64))
+    assert auto_workers(three, cpus=2).describe() == "2 call processes (--workers auto: 2 cores)"
+    # 192 calls keep at most 6 processes busy (32 each)
+    assert auto_workers(three, cpus=8).describe() == (
+        "6 call processes (--workers auto: 192 concurrent calls)"
+    )
+    # rate limits of 3 x 6,000 a minute = 300 calls/s: one process keeps up with 500
+    slow = panel(spec("a", 64, 6000), spec("b", 64, 6000), spec("c", 64, 6000))
+    assert auto_workers(slow, cpus=8).describe() == (
+        "1 call process (--workers auto: rate limits of 300 calls/s)"
+    )
+    assert auto_workers(panel(spec("a", 8)), cpus=8).count == 1
+    offline = panel(JudgeSpec(id="d", provider="offline", detector="overlap"))
+    assert auto_workers(offline, cpus=8).reason == "the panel makes no model calls"
+    budget = auto_workers(three, cpus=8, max_cost=1.0)
+    assert (budget.count, budget.reason) == (1, "--max-cost is kept by one process")
+
+
+@pytest.mark.parametrize(("given", "meant"), [("auto", "auto"), (" AUTO", "auto"), ("3", 3)])
+def test_workers_read_a_count_or_auto(given: str, meant: object) -> None:
+    assert parse_workers(given) == meant
+
+
+@pytest.mark.parametrize("given", ["0", "65", "many", "-1", "2.5"])
+def test_other_workers_values_are_refused_naming_the_choices(given: str) -> None:
+    with pytest.raises(ValueError, match=r"a number of processes \(1-64\) or 'auto'"):
+        parse_workers(given)
+    # auto goes with a budget (it picks one process); a count above one does not
+    check_workers("auto", distributed=False, max_cost=1.0)
+    with pytest.raises(ValueError, match="keep one"):
+        check_workers("auto", distributed=True, max_cost=None)
+
+
 @pytest.mark.parametrize(
     ("distributed", "max_cost", "fix"),
     [(True, None, "keep one"), (False, 1.0, "drop --workers or --max-cost")],
@@ -102,6 +145,40 @@ def test_the_command_line_refuses_workers_with_a_budget_in_one_line(tmp_path: Pa
         "error: --max-cost is kept by one process counting every call: drop --workers or --max-cost"
     ], done.stderr
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_the_command_line_refuses_a_workers_value_it_cannot_read_in_one_line(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "juryflow", "run", "--workers", "lots",
+         "--db", str(tmp_path / "x.duckdb")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --workers takes a number of processes (1-64) or 'auto', not 'lots'"
+    ], done.stderr
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_workers_auto_says_its_choice_in_the_start_line_and_judges_everything(
+    tmp_path: Path,
+) -> None:
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", 30)
+    with running_stub_server(StubConfig(seed=3)) as stub:
+        panel = write_panel(tmp_path / "panel.yaml", stub, concurrency=32)
+        done = juryflow_run(dataset, panel, tmp_path / "auto.duckdb", "--workers", "auto")
+        assert stub.stats.requests() == 30 * len(JUDGES)  # each call once
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = auto_workers(
+        PanelSpec(name="p", judges=[spec(judge, 32) for judge in JUDGES])
+    ).describe()
+    start = next(line for line in done.stderr.splitlines() if line.startswith("run "))
+    assert f" · {expected} · " in start, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    judged = "SELECT count(*) FROM judgments WHERE unscored_reason IS NULL"
+    assert rows(tmp_path / "auto.duckdb", judged) == [(30 * len(JUDGES),)]
 
 
 def write_panel(path: Path, stub: StubHandle, concurrency: int = 8) -> Path:

@@ -21,6 +21,8 @@ class Started:
     store: str
     flow_run_id: str | None
     flow_run_url: str | None
+    workers: str | None = None
+    """How many processes make the calls and why, when ``--workers auto`` chose it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +124,10 @@ def report(event: str, count: int) -> None:
         emit(ItemsDone(count))
 
 
-def started(run_id: str, store: str, flow_run_id: str | None) -> None:
+def started(run_id: str, store: str, flow_run_id: str | None, workers: str | None = None) -> None:
     """Report the run's start, with the flow run's page in the Prefect UI when there is one."""
     if _listeners:
-        emit(Started(run_id, store, flow_run_id, _flow_run_url(flow_run_id)))
+        emit(Started(run_id, store, flow_run_id, _flow_run_url(flow_run_id), workers))
 
 
 def _flow_run_url(flow_run_id: str | None) -> str | None:

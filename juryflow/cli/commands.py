@@ -95,12 +95,12 @@ def run(
         typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
     ] = None,
     workers: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            min=1,
-            max=64,
-            help="Processes making the model calls (default: one per 256 concurrent calls of "
-            "the panel, at most one per core).",
+            metavar="N|auto",
+            help="Processes making the model calls, 1-64, or 'auto': one per core unless the "
+            "panel's concurrency or rate limits leave a process idle (the start line says "
+            "why). Default: one per 256 concurrent calls of the panel, at most one per core.",
         ),
     ] = None,
     calibration: Annotated[
@@ -180,8 +180,8 @@ def run(
     # look at it on (saying so), as its writes do: a reader never makes a run fail.
     with patient_waits(Patience()):
         try:
-            from juryflow.flows.workers import check_workers
             from juryflow.planning.run_setup import checked_shard
+            from juryflow.planning.worker_count import check_workers
 
             _use_data_path(db, data_path)
             checked_shard(shard, run_id, resume)

@@ -153,12 +153,15 @@ def money(usd: float | None) -> str:
 
 def started_line(event: progress.Started, origin: str | None = None) -> str:
     """``run ID · store PATH · flow run ID``, with ``origin`` (say, the folder's panel file)
-    after the run id when the user did not name it."""
+    after the run id when the user did not name it, and what ``--workers auto`` chose."""
     where = event.flow_run_url or (
         f"flow run {event.flow_run_id}" if event.flow_run_id else "no Prefect flow run"
     )
     named = f" · {origin}" if origin else ""
-    return safe_text(f"run {event.run_id}{named} · store {event.store} · {where}", one_line=True)
+    workers = f" · {event.workers}" if event.workers else ""
+    return safe_text(
+        f"run {event.run_id}{named} · store {event.store}{workers} · {where}", one_line=True
+    )
 
 
 def progress_seconds(warn: IO[str]) -> float:
