@@ -315,8 +315,16 @@ def main() -> None:
         help="juryflow's --workers, comma-separated: one running-server row per value",
     )
     parser.add_argument("--no-inspect", action="store_true", help="juryflow's rows only")
+    parser.add_argument(
+        "--sdk-path",
+        action="store_true",
+        help="also the first --workers value on the SDK's whole call path "
+        "(JURYFLOW_SDK_CALLS=1: the call path of the release before the lean one)",
+    )
     args = parser.parse_args()
-    worker_counts = [int(n) for n in args.workers.split(",")]
+    worker_counts = [n.strip() for n in args.workers.split(",")]
+    if not all(n == "auto" or n.isdigit() for n in worker_counts):
+        raise SystemExit("--workers takes numbers or 'auto', comma-separated")
     if not args.no_inspect and not (args.inspect_venv / "bin" / "inspect").exists():
         venv = args.inspect_venv
         raise SystemExit(
@@ -338,8 +346,11 @@ def main() -> None:
         try:
             if args.prefect in ("both", "server"):
                 with _common.background_prefect_server(env) as (api, server_pid):
-                    for workers in worker_counts:
-                        db = tmp / f"server-{workers}.duckdb"
+                    rows = [(workers, False) for workers in worker_counts]
+                    if args.sdk_path:
+                        rows.insert(0, (worker_counts[0], True))
+                    for workers, sdk_path in rows:
+                        db = tmp / f"server-{workers}{'-sdk' if sdk_path else ''}.duckdb"
                         command = [
                             *juryflow,
                             "--db",
@@ -348,14 +359,19 @@ def main() -> None:
                             "--workers",
                             str(workers),
                         ]
+                        label = f"juryflow --workers {workers} (running Prefect server)"
+                        row_env = {**env, "PREFECT_API_URL": api}
+                        if sdk_path:
+                            label = f"juryflow --workers {workers}, SDK call path (server)"
+                            row_env["JURYFLOW_SDK_CALLS"] = "1"
                         results.append(
                             measure(
-                                f"juryflow --workers {workers} (running Prefect server)",
+                                label,
                                 command,
-                                {**env, "PREFECT_API_URL": api},
+                                row_env,
                                 _common.REPO,
                                 base,
-                                tmp / f"juryflow-server-{workers}.log",
+                                tmp / f"juryflow-server-{workers}{'-sdk' if sdk_path else ''}.log",
                                 server_pid,
                             )
                         )
