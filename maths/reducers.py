@@ -398,7 +398,9 @@ def _verdict_dawid_skene(ballot: Ballot, param: float | None) -> bool:
     if ballot.fit is None:
         raise RuleError("verdict=dawid_skene needs a fitted reliability (re-aggregate the run)")
     votes = ballot.verdicts.astype(np.float64)[:, None]
-    return bool(_sigmoid(ballot.fit.log_odds(ballot.judge_ids, votes))[0] > (param or 0.5))
+    # ``is None``, not ``or``: dawid_skene:0 is a threshold of its own (any posterior above 0).
+    threshold = 0.5 if param is None else param
+    return bool(_sigmoid(ballot.fit.log_odds(ballot.judge_ids, votes))[0] > threshold)
 
 
 def _ballot(

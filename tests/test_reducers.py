@@ -180,6 +180,24 @@ def test_dawid_skene_verdict_with_equal_judges_is_a_majority(verdicts: list[bool
     assert decide_verdict(rule, _ballot(verdicts)) == (2 * sum(verdicts) > len(verdicts))
 
 
+@PROPERTY
+@given(verdicts_st, st.sampled_from([0.0, 0.2, 0.5, 0.8]))
+def test_dawid_skene_verdict_reads_its_threshold_zero_included(
+    verdicts: list[bool], threshold: float
+) -> None:
+    """The posterior is compared with T as given: dawid_skene:0 flags any posterior above 0
+    (it once fell back to 0.5, ``param or 0.5``), as the span rule of the same name does."""
+    ids = [f"j{i}" for i in range(len(verdicts))]
+    fit = Reliability(dict.fromkeys(ids, 0.7), dict.fromkeys(ids, 0.7), 0.5)
+    rule = ConsensusRule(verdict=RuleRef("verdict", "dawid_skene", threshold), verdict_fit=fit)
+    ballot = _ballot(verdicts)
+    votes = np.array(verdicts, dtype=np.float64)[:, None]
+    posterior = 1 / (1 + np.exp(-fit.log_odds(tuple(ids), votes)[0]))
+    assert decide_verdict(rule, ballot) == bool(posterior > threshold)
+    if threshold == 0.0:
+        assert decide_verdict(rule, ballot)  # every posterior is above 0
+
+
 # -- rules as data ---------------------------------------------------------------------
 
 
