@@ -19,7 +19,7 @@ from juryflow.flows.batching import BatchRounds, check_answered, resendable, sto
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
-from juryflow.flows.sampling import cached_answers
+from juryflow.flows.sampling import cached_answers, left_for_workers
 from juryflow.flows.tasks import JudgedChunk, judge_chunk
 from juryflow.flows.workers import WorkerPool
 from juryflow.judges.breaker import StoppedJudge, forget_run
@@ -159,8 +159,8 @@ class ChunkRunner:
             self.done_pairs.add((item_id, judge_id))
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
-        local = self.pool is None and not self.distributed  # the judges run in this process
-        return await cached_answers(self.plan, spec, items, local)
+        # The judges run in this process or its workers (who get the samples with the items).
+        return await cached_answers(self.plan, spec, items, local=not self.distributed)
 
     async def todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
         """This judge's answers found in the cache, and the items it must still be asked."""
@@ -214,7 +214,12 @@ class ChunkRunner:
         specs = [spec for spec, _ in work]
         prepared = await asyncio.gather(*(self.todo(spec, items) for spec, items in work))
         todo = {spec.id: todo for spec, (_, todo) in zip(specs, prepared, strict=True) if todo}
-        chunks = await pool.judge(todo) if todo else {}
+        samples = {
+            key: found
+            for spec in specs
+            for key, found in left_for_workers(spec, todo.get(spec.id, [])).items()
+        }
+        chunks = await pool.judge(todo, samples) if todo else {}
         answers: list[list[Judgment]] = []
         for spec, (cached, _) in zip(specs, prepared, strict=True):
             progress.judged(cached)

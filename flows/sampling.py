@@ -3,7 +3,9 @@ sample by its own key.
 
 An item whose N samples are all cached is reduced here and called no more; one with some of
 them cached leaves those for the judge (:mod:`juryflow.judges.sampling.known`), which calls
-only the others. Sample 0's key is the key of a judge asked once, so earlier caches count.
+only the others; with ``--workers`` they travel to the worker with the items
+(:func:`left_for_workers`). Sample 0's key is the key of a judge asked once, so earlier
+caches count.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ async def cached_answers(
     plan: RunPlan, spec: JudgeSpec, items: list[Item], local: bool
 ) -> list[Judgment]:
     """``spec``'s answers to ``items`` found in the cache (none when the run uses none);
-    ``local``: the judges run in this process (see :func:`cached_sampled`)."""
+    ``local``: the judges run in this process or its ``--workers`` (see
+    :func:`cached_sampled`)."""
     # Keys without a judge: with --workers this process makes no call (nor imports SDKs).
     keyer = CacheKeys.of(spec)
     if not plan.use_cache or keyer is None or not items:
@@ -63,7 +66,8 @@ async def cached_sampled(
     store: Store, spec: JudgeSpec, keyer: CacheKeys, items: list[Item], local: bool
 ) -> list[Judgment]:
     """The reduced judgments of the items whose every sample is cached; ``local``: the
-    judge runs in this process, so the partly cached items' samples are left for it."""
+    judge runs in this process (or gets them from :func:`left_for_workers`), so the partly
+    cached items' samples are left for it."""
     bases = {item.item_id: keyer.cache_key(item) for item in items}
     keys = [sample_cache_key(base, k) for base in bases.values() for k in range(spec.samples)]
     found = await asyncio.to_thread(store.cached_samples, keys)
@@ -80,3 +84,14 @@ async def cached_sampled(
         elif local:
             known.offer(base, samples)
     return complete
+
+
+def left_for_workers(spec: JudgeSpec, items: list[Item]) -> dict[str, dict[int, Judgment]]:
+    """The cached samples left for ``items`` (by their single-call cache key), taken from
+    this process to go with the items to a ``--workers`` process, which offers them to its
+    own judge: a partly cached item costs only its missing samples there too."""
+    keyer = CacheKeys.of(spec)
+    if spec.samples <= 1 or keyer is None:
+        return {}
+    taken = {key: known.take(key) for key in (keyer.cache_key(item) for item in items)}
+    return {key: samples for key, samples in taken.items() if samples}

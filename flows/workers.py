@@ -35,7 +35,8 @@ from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
 from juryflow.judges.breaker import breaker_for
 from juryflow.judges.panel import JudgeSpec, Price
-from juryflow.maths.records import Item
+from juryflow.judges.sampling import known
+from juryflow.maths.records import Item, Judgment
 from juryflow.storage.journal import JournalWriteError
 
 PROGRESS_SECONDS = 0.25
@@ -86,6 +87,9 @@ class Request:
     request_id: int
     work: dict[str, list[Item]]
     """Items to judge, by judge id."""
+    samples: dict[str, dict[int, Judgment]] = field(default_factory=dict)
+    """Cached samples of partly cached items, by their single-call cache key, for the
+    worker's sampled judges to leave uncalled (:mod:`juryflow.judges.sampling.known`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,8 @@ async def judge_worker(index: int, workers: int, chunks_at_once: int) -> int:
     async def judge(request: Request) -> None:
         nonlocal made
         try:
+            for key, samples in request.samples.items():
+                known.offer(key, samples)
             names = list(request.work)
             results = await asyncio.gather(
                 *(judge_items(by_id[n], prices, request.work[n], journal, run_id) for n in names)
@@ -344,15 +350,20 @@ class WorkerPool:
         for own in self.channels.setups:
             own.put(setup)
 
-    async def judge(self, work: dict[str, list[Item]]) -> dict[str, JudgedChunk]:
-        """Judge these items (by judge id) on whichever worker has room first."""
+    async def judge(
+        self,
+        work: dict[str, list[Item]],
+        samples: dict[str, dict[int, Judgment]] | None = None,
+    ) -> dict[str, JudgedChunk]:
+        """Judge these items (by judge id) on whichever worker has room first; ``samples``:
+        the cached samples of partly cached items (see :class:`Request`)."""
         if self._failure is not None:
             raise RuntimeError(self._failure)
         assert self._loop is not None, "start() the pool first"
         request_id = next(self._ids)
         waiting: asyncio.Future[dict[str, JudgedChunk]] = self._loop.create_future()
         self._waiting[request_id] = waiting
-        self.channels.work.put(Request(request_id, work))
+        self.channels.work.put(Request(request_id, work, samples or {}))
         try:
             return await waiting
         finally:

@@ -212,7 +212,8 @@ def test_the_readmes_samples_panel_runs_as_shipped(
 @pytest.mark.slow
 def test_worker_processes_sample_too(tmp_path: Path, stub: StubHandle) -> None:
     """``--workers 2``: the worker processes build the sampled judge from its spec; a re-run
-    serves every sample from the cache read in the flow's process."""
+    serves every sample from the cache read in the flow's process, and a third sample costs
+    one call an item: the two cached ones go to the worker with the items."""
     db = tmp_path / "workers.duckdb"
     panel = _panel(tmp_path / "panel.yaml", stub, ", samples: 2, temperature: 0.7")
     run = _run(db, panel, workers=2)
@@ -222,3 +223,10 @@ def test_worker_processes_sample_too(tmp_path: Path, stub: StubHandle) -> None:
     again = _run(db, panel, workers=2)
     assert stub.stats.requests() == 0
     assert _rows(db, again["run_id"], DECISION) == _rows(db, run["run_id"], DECISION)
+    stub.stats.reset()
+    three = _panel(tmp_path / "three.yaml", stub, ", samples: 3, temperature: 0.7")
+    more = _run(db, three, workers=2)
+    assert stub.stats.requests() == ITEMS  # sample 2 of each item, nothing else
+    rows = _rows(db, more["run_id"], SAMPLES)
+    assert len(rows) == 3 * ITEMS
+    assert [cached for _, index, _, cached, _ in rows] == [index < 2 for _, index, *_ in rows]

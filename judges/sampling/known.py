@@ -2,8 +2,9 @@
 
 The flow looks the cache up (it owns the store) and leaves what it found here, by the
 item's single-call cache key; the sampled judge, in the same process, takes them and calls
-only the missing samples. A judge in another process (``--workers``, Dask) finds none and
-calls every sample of such an item: more calls, the same answers' kind.
+only the missing samples. For a ``--workers`` process the flow takes them back and sends
+them with the items, and the worker leaves them here in its own process. A judge on Dask
+finds none and calls every sample of such an item: more calls, the same answers' kind.
 """
 
 from __future__ import annotations
