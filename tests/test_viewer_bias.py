@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.analysis.bias_report import BiasReport
+from juryflow.pages import bias_section as bias_model
 from juryflow.storage.store import Store
-from juryflow.viewer import bias_model
 from juryflow.viewer.server import start_in_thread
 from juryflow.viewer.state import ViewerState
 from tests import sim_panels, test_bias

@@ -19,19 +19,11 @@ from juryflow.maths.regression_stats import (
     regression_message,
 )
 from juryflow.pages.charts import drift_svg
+from juryflow.pages.regression_words import figure, noise_floor_rows
 from juryflow.storage.comparisons import compare_stored
 from juryflow.storage.reads.view_queries import comparison, list_comparisons
 from juryflow.storage.store import RunRecord, Store
 from juryflow.viewer.run_model import comparison_href, item_href, run_href, when
-
-
-def figure(value: Any, digits: int = 3) -> str:
-    """A regression figure as the HTML report prints it (``.3g``; – when undefined)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,34 +72,12 @@ def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
             "Wilcoxon statistic / p",
             f"{figure(record['wilcoxon_statistic'])} / {figure(record['p_value'])}",
         ),
-        *_floor_figures((record.get("thresholds") or {}).get("noise_floor")),
+        *noise_floor_rows((record.get("thresholds") or {}).get("noise_floor")),
         ("flips to hallucinated", figure(record["flips_to_hallucinated"])),
         ("flips to clean", figure(record["flips_to_clean"])),
         (
             "agreement on the paired items (Krippendorff α)",
             f"{figure(record['agreement_before'])} → {figure(record['agreement_after'])}",
-        ),
-    ]
-
-
-def _floor_figures(floor: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The A/A check's noise floor the gate held the changes against (none: not run)."""
-    if not floor:
-        return []
-    if floor.get("mean_delta") is None:
-        return [("noise floor", f"not measured (A/A check of {floor['aa_items']} items)")]
-    drifts = ", ".join(f"{j} {figure(v)}" for j, v in (floor.get("judge_drift") or {}).items())
-    return [
-        (
-            "noise floor of the mean change (A/A check)",
-            f"{figure(floor['mean_delta'])} for {floor['n_paired']} items, from "
-            f"{floor['aa_items']} baseline items re-judged (false-alarm rate "
-            f"{figure(floor['false_alarm_rate'])})",
-        ),
-        (
-            "noise floor of flips / agreement fall / judge drift",
-            f"{figure(floor['flips_to_hallucinated'])} / {figure(floor.get('agreement_drop'))}"
-            f" / {drifts or '–'}",
         ),
     ]
 

@@ -2,7 +2,8 @@
 
 Every agreement, bias and accuracy figure is a field of the
 :class:`~juryflow.analysis.agreement_report.AgreementReport` that `juryflow agreement` prints
-(the bias probes: of the ``BiasReport`` of `juryflow agreement --bias`, :mod:`.bias_model`),
+(the bias probes: of the ``BiasReport`` of `juryflow agreement --bias`,
+:mod:`juryflow.pages.bias_section`),
 shown with the same digits (``Stat.show()``, three decimals, percentages to one): a number
 on the page can be found in the terminal by its text. Read here besides are only the run's
 metadata and counts, the raw scores behind the histograms, and the run list of `juryflow runs`.
@@ -27,6 +28,7 @@ from juryflow.analysis.agreement_report import (
     Stat,
     agreement_report,
 )
+from juryflow.pages.bias_section import BiasSection, bias_section
 from juryflow.pages.charts import HeatCell, heatmap_svg, histogram_svg
 from juryflow.pages.overlay import JUDGE_COLOURS as OVERLAY_COLOURS
 from juryflow.pages.rule_labels import RunRule
@@ -38,7 +40,6 @@ from juryflow.storage.reads.run_queries import cost_split, list_runs
 from juryflow.storage.reads.view_queries import ComparisonRow, list_comparisons, run_panels
 from juryflow.storage.store import RunRecord, Store
 from juryflow.terminal.output import duration
-from juryflow.viewer.bias_model import BiasSection, bias_section
 
 ALL_RUNS = 1_000_000
 # The judges' colours are the item pages' span layers' (_overlay.css), so that a judge's

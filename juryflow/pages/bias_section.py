@@ -1,7 +1,8 @@
-"""The bias probes on a run's page: `juryflow agreement --bias`'s table, in the same words.
+"""The bias probes on a run's page and in its HTML report: `juryflow agreement --bias`'s
+table, in the same words.
 
 Every figure is a field of :class:`juryflow.analysis.bias_report.BiasReport`, shown with the
-CLI's own formatting (:mod:`juryflow.terminal.bias_table`), so an effect on the page can be
+CLI's own formatting (:mod:`juryflow.pages.bias_words`), so an effect on the page can be
 found in the terminal by its text. The report is computed when the page is requested, and
 only for a run with human labels: the probes are measured against them, and a run without
 them gets one line saying so, at no cost.
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 
 from juryflow.analysis.agreement_report import AgreementReport
 from juryflow.analysis.bias_report import BiasProbe, BiasReport, bias_report
+from juryflow.pages.bias_words import bias_notes, bias_title, interval, signed, stands_out
 from juryflow.storage.store import Store
-from juryflow.terminal.bias_table import bias_notes, bias_title, interval, signed, stands_out
 
 NO_LABELS = (
     "This run has no human labels: the bias probes measure each judge against them, so "
