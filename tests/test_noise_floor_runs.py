@@ -116,6 +116,13 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
     assert figures["noise floor of the mean change (A/A check)"].endswith(
         "for 60 items, from 40 baseline items re-judged (false-alarm rate 0.05)"
     )
+    # and in the run's HTML report, in the compare page's words
+    from juryflow.report.html import render_report
+
+    document = render_report(store, run_id)
+    for label, text in page.figures:
+        if label.startswith("noise floor"):
+            assert f"{label}</th><td>{text}</td>" in document.replace("\n", ""), label
 
     # The judges did answer differently (the stand-in's draws), and today's gate, the
     # thresholds alone, calls that a regression.

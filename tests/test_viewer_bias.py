@@ -80,6 +80,27 @@ def _signed(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:+.3f}".replace("-0.000", "+0.000")
 
 
+def test_the_html_report_shows_the_run_pages_bias_table(
+    bias_run: tuple[Path, BiasReport],
+) -> None:
+    """`juryflow report` has the run page's bias section, rows, title and notes alike."""
+    from juryflow.report.html import render_report
+
+    db, report = bias_run
+    with _client(db) as client:
+        html, page = _run_page(client, report.run_id)
+    document = render_report(Store(db), report.run_id)
+    parsed = _Tables()
+    parsed.feed(document)
+    assert parsed.tables["bias-probes"] == page.tables["bias-probes"]
+    assert len(parsed.tables["bias-probes"]) == len(report.probes) + 1
+    for list_id in ("bias-notes", "bias-unmeasured"):
+        assert _list(document, list_id) == _list(html, list_id)
+    title = re.search(r'<p class="meta" id="bias-title">(.*?)</p>', document, re.S)
+    assert title is not None and title.group(0) in html
+    assert '<a href="#bias">Bias probes</a>' in document
+
+
 def test_the_run_page_shows_the_cli_bias_table(bias_run: tuple[Path, BiasReport]) -> None:
     db, report = bias_run
     with _client(db) as client:

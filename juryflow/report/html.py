@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from juryflow.pages.charts import HeatCell, drift_svg, heatmap_svg, histogram_svg
 from juryflow.pages.overlay import JUDGE_COLOURS
+from juryflow.pages.regression_words import noise_floor_rows
 from juryflow.pages.templating import environment
 from juryflow.report.model import (
     ACCURACY_COLUMNS,
@@ -233,6 +234,9 @@ def _regression(data: ReportData) -> dict[str, Any] | None:
         ),
     ]
     thresholds = c.get("thresholds") or {}
+    # The A/A check's floor the gate held the changes against (--noise-floor), as the
+    # compare page words it.
+    rows += noise_floor_rows(thresholds.get("noise_floor"))
     flipped = c.get("flipped_items") or {}
     flips = [
         (
@@ -266,6 +270,7 @@ def _context(data: ReportData) -> dict[str, Any]:
         "disputed": table("disputed-index", DISPUTED_COLUMNS, data.disputed),
         "items": data.items(),
         "gold_label": data.gold_label,
+        "bias": data.bias,
     }
 
 

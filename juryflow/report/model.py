@@ -9,7 +9,8 @@ different story. Read here directly is only what those do not carry: the run's m
 and summary counts, each judge's provider and model, the raw scores behind the
 histograms, the disputed items' other variables (the reference data), the run's stored
 consensus rule with each disputed item's stored consensus (to say which rule made each
-consensus number) and the regression comparison.
+consensus number) and the regression comparison. The bias probes are the run page's
+(:mod:`juryflow.pages.bias_section`), from ``juryflow agreement --bias``'s report.
 
 The tables are lists of ``(label, cell)`` pairs (:data:`GROUP_METRICS`,
 :data:`PAIR_COLUMNS`, :data:`JUDGE_COLUMNS`, :data:`ACCURACY_COLUMNS`, ...): showing one
@@ -38,6 +39,7 @@ from juryflow.analysis.agreement_report import (
     agreement_report,
     disagreements,
 )
+from juryflow.pages.bias_section import BiasSection, bias_section
 from juryflow.pages.overlay import Layer, Segment, segments
 from juryflow.pages.reference_text import reference_text
 from juryflow.pages.rule_labels import RunRule, consensus_line
@@ -445,6 +447,8 @@ class ReportData:
     rule: RunRule = field(default_factory=lambda: RunRule.of(None))
     verdict_rules: list[str] = field(default_factory=list)
     facts: dict[str, ConsensusFacts] = field(default_factory=dict)
+    bias: BiasSection | None = None
+    """The bias probes, as the run's page shows them (None: not loaded)."""
 
     @property
     def judges(self) -> list[str]:
@@ -497,10 +501,11 @@ def load_report_data(
     with store.read() as con:
         verdict_rules = run_verdict_rules(con, run_id)
         facts = consensus_facts(con, run_id, [d.item_id for d in disputed])
+    agreement = agreement_report(store, run_id, gold=gold)
     return ReportData(
         run=run,
         summary={**store.run_summary(run_id), **cost_split(store, run_id)},
-        agreement=agreement_report(store, run_id, gold=gold),
+        agreement=agreement,
         disputed=disputed,
         judge_meta=_judge_meta(store, run_id),
         scores=scores,
@@ -511,4 +516,5 @@ def load_report_data(
         rule=RunRule.of(run.consensus),
         verdict_rules=verdict_rules,
         facts=facts,
+        bias=bias_section(store, agreement),
     )
