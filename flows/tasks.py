@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -88,6 +90,32 @@ async def judge_chunk(
     return await judge_items(spec, prices, items, journal, run_id)
 
 
+async def _in_order(
+    judge_one: Callable[[Item], Awaitable[Judgment]], items: list[Item], width: int
+) -> list[Judgment | BaseException]:
+    """``judge_one`` over ``items``, ``width`` at a time, each result (or the exception it
+    raised) at its item's place, as ``gather(..., return_exceptions=True)`` gives them.
+
+    Not one coroutine per item: each would render its prompt at once and then wait for a
+    permit, so a chunk's start held the event loop for its whole chunk's rendering (before
+    the first call went out, and again at every chunk during the run); this way an item is
+    prepared when a call slot is about to take it. ``width`` is the judge's concurrency,
+    which its limiter enforces anyway.
+    """
+    results: list[Judgment | BaseException | None] = [None] * len(items)
+    places = iter(range(len(items)))  # shared: each worker takes the next item
+
+    async def worker() -> None:
+        for place in places:
+            try:
+                results[place] = await judge_one(items[place])
+            except Exception as error:  # a cancellation goes up, as gather's would
+                results[place] = error
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(width, len(items))))))
+    return cast(list[Judgment | BaseException], results)
+
+
 async def judge_items(
     spec: JudgeSpec,
     prices: dict[str, Price],
@@ -125,7 +153,10 @@ async def judge_items(
         return judgment
 
     try:
-        results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
+        if isinstance(judge, LLMJudge):
+            results = await _in_order(judge_one, items, spec.max_concurrency)
+        else:
+            results = await asyncio.gather(*(judge_one(i) for i in items), return_exceptions=True)
     finally:
         if log is not None:
             log.close()
