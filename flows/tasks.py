@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -90,30 +88,33 @@ async def judge_chunk(
     return await judge_items(spec, prices, items, journal, run_id)
 
 
-async def _in_order(
-    judge_one: Callable[[Item], Awaitable[Judgment]], items: list[Item], width: int
-) -> list[Judgment | BaseException]:
-    """``judge_one`` over ``items``, ``width`` at a time, each result (or the exception it
-    raised) at its item's place, as ``gather(..., return_exceptions=True)`` gives them.
+ADMITTED_PER_PERMIT = 2
+"""Items of a judge started at once in a process, per permit of its concurrency: enough for
+a prepared item to wait behind every call in flight, without rendering every queued item's
+prompt at a chunk's start."""
 
-    Not one coroutine per item: each would render its prompt at once and then wait for a
-    permit, so a chunk's start held the event loop for its whole chunk's rendering (before
-    the first call went out, and again at every chunk during the run); this way an item is
-    prepared when a call slot is about to take it. ``width`` is the judge's concurrency,
-    which its limiter enforces anyway.
+_gates_by_loop: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
+] = weakref.WeakKeyDictionary()
+
+
+def admission_for(spec: JudgeSpec) -> asyncio.Semaphore:
+    """The gate an LLM judge's items pass, in arrival order, before their prompt is rendered
+    and their call waits for a permit; shared by every chunk of the judge in this loop.
+
+    One coroutine per item (every item of every chunk in flight) would each render its
+    prompt at once and then wait for a permit: a chunk's start held the event loop for all
+    its renderings (before the first call went out, and again at each chunk during the
+    run). Behind this gate an item is rendered when it is nearly its turn, and a semaphore's
+    waiters leave in order, so the chunks still finish one after the other (none drains
+    the pipeline by ending at the same time as the rest).
     """
-    results: list[Judgment | BaseException | None] = [None] * len(items)
-    places = iter(range(len(items)))  # shared: each worker takes the next item
-
-    async def worker() -> None:
-        for place in places:
-            try:
-                results[place] = await judge_one(items[place])
-            except Exception as error:  # a cancellation goes up, as gather's would
-                results[place] = error
-
-    await asyncio.gather(*(worker() for _ in range(max(1, min(width, len(items))))))
-    return cast(list[Judgment | BaseException], results)
+    gates = _gates_by_loop.setdefault(asyncio.get_running_loop(), {})
+    key = (spec.id, spec.max_concurrency)
+    gate = gates.get(key)
+    if gate is None:
+        gate = gates[key] = asyncio.Semaphore(ADMITTED_PER_PERMIT * spec.max_concurrency)
+    return gate
 
 
 async def judge_items(
@@ -135,12 +136,18 @@ async def judge_items(
     budget = budget_of(run_id)
 
     unwritable: list[JournalWriteError] = []
+    gate = admission_for(spec) if isinstance(judge, LLMJudge) else None
+    warm = getattr(getattr(judge, "client", None), "warm", None)  # the SDK clients have it
+    if warm is not None:
+        warm()
 
     async def judge_one(item: Item) -> Judgment:
         if unwritable:  # no more calls whose answers could not be kept
             raise unwritable[0]
         if isinstance(judge, LLMJudge):
-            judgment = await judge.judge(item, breaker, budget)
+            assert gate is not None
+            async with gate:
+                judgment = await judge.judge(item, breaker, budget)
         else:
             judgment = await judge.judge(item)
         if log is not None:
@@ -153,10 +160,7 @@ async def judge_items(
         return judgment
 
     try:
-        if isinstance(judge, LLMJudge):
-            results = await _in_order(judge_one, items, spec.max_concurrency)
-        else:
-            results = await asyncio.gather(*(judge_one(i) for i in items), return_exceptions=True)
+        results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
     finally:
         if log is not None:
             log.close()

@@ -174,3 +174,19 @@ def test_a_hang_past_the_timeout_is_the_same_timeout_on_both_paths(
 
 def _described(error: ProviderError) -> tuple[Any, ...]:
     return (str(error), error.kind, error.status, error.retryable, error.retry_after)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_warm_builds_the_loops_client_before_any_call(provider: str) -> None:
+    """A chunk warms its judge's client first, so the header-pacing probe (the first call,
+    which the others wait for) does not also pay for building the client."""
+
+    async def run() -> tuple[str | None, str | None]:
+        client = _client(provider, "http://127.0.0.1:9")
+        before = client.transport()
+        client.warm()
+        after = client.transport()
+        await client.aclose()
+        return before, after
+
+    assert asyncio.run(run()) == (None, "aiohttp")

@@ -470,6 +470,12 @@ class SDKClient(Generic[SDK]):
             options={"timeout": timeout},
         )
 
+    def warm(self) -> None:
+        """Build this loop's SDK client (its connection pool, its TLS context) before the
+        first call: the first call goes alone under header pacing and the others wait for
+        its answer, so its set-up would be waited for by every call of the judge."""
+        self._sdk()
+
     def size_pool(self, limiter_key: str, connections: int) -> None:
         size_pool(self.endpoint, limiter_key, connections)
 
