@@ -276,9 +276,9 @@ async def evaluate(
         check_budget(panel, db, resume, max_cost, distributed)
     # Explicit workers start now, importing what they need while the run is planned.
     workers = parse_workers(workers)
-    early = isinstance(workers, int) and workers > 1 and not distributed and max_cost is None
-    pool = WorkerPool(workers, chunks_in_flight) if early and isinstance(workers, int) else None
-    if pool is not None:
+    pool = None
+    if isinstance(workers, int) and workers > 1 and not distributed and max_cost is None:
+        pool = WorkerPool(workers, chunks_in_flight)
         pool.start()
     try:
         return await _plan_and_judge(

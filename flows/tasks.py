@@ -7,6 +7,7 @@ outer safety net for a task that dies as a whole (a worker lost, say).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from juryflow.judges.budget import BudgetReached, budget_of
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.providers.base import SDKClient
 from juryflow.maths.records import Item, Judgment, unscored
 from juryflow.storage.journal import Journal, JournalWriteError
 
@@ -136,20 +138,21 @@ async def judge_items(
     budget = budget_of(run_id)
 
     unwritable: list[JournalWriteError] = []
-    gate = admission_for(spec) if isinstance(judge, LLMJudge) else None
-    warm = getattr(getattr(judge, "client", None), "warm", None)  # the SDK clients have it
-    if warm is not None:
-        warm()
+    # Only an LLM judge's items queue for calls; an offline judge computes in this loop.
+    gate: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
+    if isinstance(judge, LLMJudge):
+        gate = admission_for(spec)
+        if isinstance(judge.client, SDKClient):
+            judge.client.warm()
 
     async def judge_one(item: Item) -> Judgment:
         if unwritable:  # no more calls whose answers could not be kept
             raise unwritable[0]
-        if isinstance(judge, LLMJudge):
-            assert gate is not None
-            async with gate:
+        async with gate:
+            if isinstance(judge, LLMJudge):
                 judgment = await judge.judge(item, breaker, budget)
-        else:
-            judgment = await judge.judge(item)
+            else:
+                judgment = await judge.judge(item)
         if log is not None:
             try:
                 log.append(judgment)

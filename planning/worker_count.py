@@ -10,7 +10,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from juryflow.judges.panel import PanelSpec
+from juryflow.judges.panel import JudgeSpec, PanelSpec
 
 CALLS_PER_PROCESS = 256
 """Concurrent calls one process is given by default: at ~2 ms of CPU per call a core serves
@@ -46,10 +46,10 @@ def auto_workers(
     rate limits would leave a process idle, one when ``max_cost`` must be kept by one."""
     if max_cost is not None:
         return WorkersChoice(1, "--max-cost is kept by one process")
-    llm = [spec for spec in panel.judges if spec.provider != "offline"]
+    llm = _model_judges(panel)
     if not llm:
         return WorkersChoice(1, "the panel makes no model calls")
-    cores = cpus if cpus is not None else (os.cpu_count() or 1)
+    cores = _cores(cpus)
     calls = sum(spec.max_concurrency for spec in llm)
     caps = [
         (cores, f"{cores} cores"),
@@ -61,15 +61,23 @@ def auto_workers(
         needed = max(1, math.ceil(per_second / CALLS_PER_SECOND_PER_PROCESS))
         caps.append((needed, f"rate limits of {per_second:,.0f} calls/s"))
     count, binding = min(caps, key=lambda cap: cap[0])
-    return WorkersChoice(count, f"{binding}")
+    return WorkersChoice(count, binding)
 
 
 def default_workers(panel: PanelSpec, cpus: int | None = None) -> int:
     """Processes for a panel: one per CALLS_PER_PROCESS concurrent model calls, at most one
     per core; offline judges run in the flow's own process."""
-    calls = sum(spec.max_concurrency for spec in panel.judges if spec.provider != "offline")
-    cores = cpus if cpus is not None else (os.cpu_count() or 1)
-    return max(1, min(cores, math.ceil(calls / CALLS_PER_PROCESS)))
+    calls = sum(spec.max_concurrency for spec in _model_judges(panel))
+    return max(1, min(_cores(cpus), math.ceil(calls / CALLS_PER_PROCESS)))
+
+
+def _model_judges(panel: PanelSpec) -> list[JudgeSpec]:
+    """The judges that make model calls; offline judges run in the flow's own process."""
+    return [spec for spec in panel.judges if spec.provider != "offline"]
+
+
+def _cores(cpus: int | None) -> int:
+    return cpus if cpus is not None else (os.cpu_count() or 1)
 
 
 def parse_workers(value: int | str | None) -> int | str | None:

@@ -242,9 +242,7 @@ class StubStats:
             self.max_in_flight = 0
             # The latest prompts answered, so tests can see exactly what a model was sent.
             self.recent_prompts: deque[str] = deque(maxlen=PROMPT_LOG_SIZE)
-            # The latest requests' targets and headers, so tests can see what was sent.
-            self.recent_requests: deque[tuple[str, dict[str, str]]] = deque(maxlen=PROMPT_LOG_SIZE)
-            # The same requests as they came over the wire, body included.
+            # The latest requests as they came over the wire, so tests can see what was sent.
             self.recent_wire: deque[WireRequest] = deque(maxlen=PROMPT_LOG_SIZE)
 
     def _start(self, path: str, model: str | None) -> int:
@@ -272,7 +270,6 @@ class StubStats:
 
     def _request(self, method: str, target: str, headers: dict[str, str], body: bytes) -> None:
         with self._lock:
-            self.recent_requests.append((target, dict(headers)))
             self.recent_wire.append(WireRequest(method, target, dict(headers), body))
 
     def wire_requests(self) -> list[WireRequest]:
@@ -283,7 +280,7 @@ class StubStats:
     def requests_seen(self) -> list[tuple[str, dict[str, str]]]:
         """(request target with its query, lower-cased headers) of the latest requests."""
         with self._lock:
-            return list(self.recent_requests)
+            return [(wire.target, wire.headers) for wire in self.recent_wire]
 
     def requests(self, model: str | None = None) -> int:
         with self._lock:

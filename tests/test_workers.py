@@ -134,31 +134,30 @@ def test_workers_are_refused_with_what_they_cannot_go_with(
         check_workers(2, distributed=distributed, max_cost=max_cost)
 
 
-def test_the_command_line_refuses_workers_with_a_budget_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "juryflow", "run", "--workers", "2", "--max-cost", "1",
-         "--db", str(tmp_path / "x.duckdb")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines() == [
-        "error: --max-cost is kept by one process counting every call: drop --workers or --max-cost"
-    ], done.stderr
-    assert not (tmp_path / "x.duckdb").exists()
-
-
-def test_the_command_line_refuses_a_workers_value_it_cannot_read_in_one_line(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (
+            ["--workers", "2", "--max-cost", "1"],
+            "error: --max-cost is kept by one process counting every call: "
+            "drop --workers or --max-cost",
+        ),
+        (
+            ["--workers", "lots"],
+            "error: --workers takes a number of processes (1-64) or 'auto', not 'lots'",
+        ),
+    ],
+)
+def test_the_command_line_refuses_workers_it_cannot_use_in_one_line(
+    tmp_path: Path, options: list[str], line: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "juryflow", "run", "--workers", "lots",
-         "--db", str(tmp_path / "x.duckdb")],
+        [sys.executable, "-m", "juryflow", "run", *options, "--db", str(tmp_path / "x.duckdb")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines() == [
-        "error: --workers takes a number of processes (1-64) or 'auto', not 'lots'"
-    ], done.stderr
+    assert done.stderr.strip().splitlines() == [line], done.stderr
+    assert not (tmp_path / "x.duckdb").exists()
 
 
 @pytest.mark.usefixtures("prefect_harness")
