@@ -34,7 +34,6 @@ from prefect import get_run_logger
 from juryflow.flows.runtime import progress
 from juryflow.flows.tasks import JudgedChunk, judge_for
 from juryflow.judges.batches.base import BatchClient, BatchUnsupported
-from juryflow.judges.batches.factory import batch_client
 from juryflow.judges.batches.records import BatchFailure, BatchRequest, SubmittedBatch
 from juryflow.judges.batches.records import BatchStatus as RemoteStatus
 from juryflow.judges.batches.waiting import Backoff, wait_for
@@ -226,6 +225,8 @@ class BatchRounds:
         judge = judge_for(spec, self.plan.panel.prices)
         if not isinstance(judge, LLMJudge):
             return None
+        from juryflow.judges.batches.factory import batch_client  # imports the SDKs
+
         current = _Round(spec, judge, batch_client(judge.client, spec.id), {})
         judgments: list[Judgment] = []
         for item in items:

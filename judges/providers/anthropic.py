@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.providers.base import (
     TOOL_NAME,
@@ -20,6 +18,9 @@ from juryflow.judges.providers.base import (
 )
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import OutputKind
+
+if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
+    import anthropic
 
 
 @functools.cache
@@ -37,14 +38,16 @@ def _tool_parameters(kind: OutputKind) -> dict[str, Any]:
     }
 
 
-class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
+class AnthropicClient(SDKClient["anthropic.AsyncAnthropic"]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for the Messages API."""
 
     provider = "anthropic"
-    sdk_module = anthropic
+    sdk_name = "anthropic"
     shared: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()
 
     def _new_sdk(self, http: Any) -> anthropic.AsyncAnthropic:
+        import anthropic
+
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
             base_url=self._sdk_base_url,
@@ -72,7 +75,7 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
         body = self._parameters(request)
         try:
             message = await self._post_json("/v1/messages", body, request.timeout)
-        except anthropic.APIError as error:
+        except self.sdk_module.APIError as error:
             raise self._translate(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
             raise ProviderError(
@@ -86,6 +89,8 @@ class AnthropicClient(SDKClient[anthropic.AsyncAnthropic]):
         return error.retryable
 
     def _translate(self, error: anthropic.APIError) -> ProviderError:
+        import anthropic
+
         message = redact_text(_message(error), self._secrets)
         if isinstance(error, anthropic.APITimeoutError) and dropped_connection(error):
             # What the SDK says of a dropped connection over httpx, so reasons stay the same.

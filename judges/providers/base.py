@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import sys
 import threading
 import weakref
@@ -404,11 +405,22 @@ class SDKClient(Generic[SDK]):
     """What the Anthropic and OpenAI clients share: their endpoint, the secrets they send,
     and one SDK client per endpoint and event loop (:class:`SharedSDKs`) on the SDK's own
     HTTP client (:func:`http_client`). A subclass names its SDK module, its registry of
-    shared clients and how to build the SDK client."""
+    shared clients and how to build the SDK client.
+
+    The SDK is imported when a client is first built, not with this module: importing
+    ``anthropic`` takes about a second of CPU and ``openai`` a third, which every run paid
+    before its first call, and a run that judges through one provider never needs the
+    other."""
 
     provider: str
-    sdk_module: ModuleType
+    sdk_name: str
+    """The SDK's module name, imported on first use (:attr:`sdk_module`)."""
     shared: SharedSDKs[SDK]
+
+    @functools.cached_property
+    def sdk_module(self) -> ModuleType:
+        # Looked up once per client: every call passes it on to the replay.
+        return importlib.import_module(self.sdk_name)
 
     def __init__(
         self,

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.providers.base import (
     TOOL_NAME,
@@ -27,6 +25,9 @@ from juryflow.judges.providers.base import (
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import OutputKind
 
+if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
+    import openai
+
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
 
@@ -40,14 +41,16 @@ def _response_format(kind: OutputKind) -> dict[str, Any]:
     }
 
 
-class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
+class OpenAIClient(SDKClient["openai.AsyncOpenAI"]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for Chat Completions."""
 
     provider = "openai"
-    sdk_module = openai
+    sdk_name = "openai"
     shared: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()
 
     def _new_sdk(self, http: Any) -> openai.AsyncOpenAI:
+        import openai
+
         return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._sdk_base_url,
@@ -87,7 +90,7 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
             completion = await self._post_json(
                 "/chat/completions", self._parameters(request), request.timeout
             )
-        except openai.APIError as error:
+        except self.sdk_module.APIError as error:
             raise self._translate(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
             raise ProviderError(
@@ -99,6 +102,8 @@ class OpenAIClient(SDKClient[openai.AsyncOpenAI]):
         return error.retryable
 
     def _translate(self, error: openai.APIError) -> ProviderError:
+        import openai
+
         message = redact_text(error.message or type(error).__name__, self._secrets)
         if isinstance(error, openai.APITimeoutError) and dropped_connection(error):
             # What the SDK says of a dropped connection over httpx, so reasons stay the same.

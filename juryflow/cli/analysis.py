@@ -9,22 +9,13 @@ Registered on the main app by :func:`register` (``juryflow/cli/commands.py``); t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import duckdb
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from juryflow.analysis.agreement_report import (
-    AgreementReport,
-    DisputedItem,
-    GroupAgreement,
-    SpanOut,
-    Stat,
-    agreement_report,
-    disagreements,
-)
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
 from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
@@ -33,6 +24,15 @@ from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_fac
 from juryflow.terminal.output import dump_json, plain, safe_text, terminal_console
 from juryflow.terminal.self_agreement_table import print_self_agreement
 from juryflow.terminal.tables import FitTable
+
+if TYPE_CHECKING:  # imported by the commands that print it: `juryflow run` never needs it
+    from juryflow.analysis.agreement_report import (
+        AgreementReport,
+        DisputedItem,
+        GroupAgreement,
+        SpanOut,
+        Stat,
+    )
 
 console = terminal_console()
 
@@ -317,6 +317,8 @@ def agreement(
         else:
             print_bias(console, found)
         return
+    from juryflow.analysis.agreement_report import agreement_report
+
     report = _load(lambda: agreement_report(Store(db), run, gold=source))
     if format_ == "json":
         _print_json(report.model_dump(mode="json"))
@@ -442,6 +444,8 @@ def disagreements_command(
         _fail("--top must be at least 1")
     source = gold_source(gold)
     run = resolve_or_exit(db, run)
+    from juryflow.analysis.agreement_report import disagreements
+
     items = _load(lambda: disagreements(Store(db), run, top, gold=source))
     if format_ == "json":
         _print_json([i.model_dump(mode="json") for i in items])

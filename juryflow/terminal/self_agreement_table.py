@@ -7,12 +7,16 @@ The figures come from :class:`juryflow.analysis.agreement_report.AgreementReport
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 
-from juryflow.analysis.self_agreement_report import Interval, JudgeSelfAgreement
 from juryflow.maths.group_bootstrap import LEVEL
 from juryflow.terminal.output import plain
 from juryflow.terminal.tables import FitTable
+
+if TYPE_CHECKING:  # types only: the CLI imports this table with every command
+    from juryflow.analysis.self_agreement_report import Interval, JudgeSelfAgreement
 
 
 def _cell(found: Interval) -> str:
