@@ -7,6 +7,7 @@ anywhere, offline, in microseconds per item, and be easy to reason about.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Iterator
@@ -49,11 +50,13 @@ def normalize_word(word: str) -> str:
     return word.lower().replace("’", "'")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A crude, deterministic stem: lower-case, drop possessive 's, strip one common suffix.
 
     Only ever compared with other ``stem`` outputs, so it need not be a real word: what
     matters is that "restaurants"/"restaurant" and "served"/"serves"/"serving" collide.
+    Cached: a record's words come back for every sentence checked against it.
     """
     w = normalize_word(word)
     if w.endswith("'s"):
