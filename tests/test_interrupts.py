@@ -381,3 +381,21 @@ def test_ctrl_c_at_any_moment_of_start_up_ends_in_one_line(tmp_path: Path, delay
     assert len(err.strip().splitlines()) == 1 and "interrupted (SIGINT)" in err, text
     runs = Store(db).query("SELECT run_id, status FROM runs")[1] if db.exists() else []
     assert {status for _, status in runs} <= {"interrupted"}, runs
+
+
+def test_an_interrupted_command_ends_with_130_after_its_exit_handlers() -> None:
+    """A Ctrl-C caught by the command line ends the process with 130 through
+    ``exit_interrupted``, after the exit handlers (a Prefect server's shutdown among them)."""
+    code = (
+        "import atexit\n"
+        "import juryflow.cli.commands as commands\n"
+        "atexit.register(print, 'exit handler ran')\n"
+        "def interrupted():\n"
+        "    raise KeyboardInterrupt\n"
+        "commands.app = interrupted\n"
+        "commands.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "juryflow: interrupted (SIGINT)", done.stderr
+    assert done.stdout.strip() == "exit handler ran", done.stdout
