@@ -44,6 +44,20 @@ def prefect_env(tmp: Path) -> None:
     os.environ[KEY_ENV] = FAKE_KEY
 
 
+def compile_checkout() -> None:
+    """Byte-compile juryflow's modules, as pip does when it installs a wheel.
+
+    Where PYTHONDONTWRITEBYTECODE is set (this machine), a process started from the
+    checkout compiles every module it imports again (~0.2 s of CPU for ``juryflow run``),
+    which an installed juryflow, or Inspect AI in its own virtualenv, never does.
+    """
+    import compileall
+
+    package = REPO / "juryflow"
+    for folder in [package, *(path for path in package.iterdir() if path.is_symlink())]:
+        compileall.compile_dir(folder, quiet=1)
+
+
 def quiet() -> None:
     from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
 

@@ -25,6 +25,8 @@ request), judging phase (from the stand-in's first request to its last answer, r
 its ``GET /_stats`` every 10 ms), CPU (user + system: ``wait4`` of the root, which includes
 every descendant it reaped, or the per-process sum polled every 50 ms if larger, which
 covers descendants it did not reap) and peak RSS (the sum over the tree, polled every 50 ms).
+juryflow's modules are byte-compiled first (``_common.compile_checkout``), as an installed
+package's are, so that no run compiles them where PYTHONDONTWRITEBYTECODE is set.
 """
 
 from __future__ import annotations
@@ -91,6 +93,11 @@ class Measure:
     @property
     def cpu_ms_per_call(self) -> float:
         return 1000.0 * self.cpu / self.calls
+
+    @property
+    def cpu_with_server_ms_per_call(self) -> float:
+        """The tree and the background Prefect server it talks to: issue 27's CPU target."""
+        return 1000.0 * (self.cpu + self.server_cpu) / self.calls
 
 
 class StubWatch:
@@ -333,6 +340,7 @@ def main() -> None:
         )
 
     print(f"machine: {_common.machine()}; {load_text()} before")
+    _common.compile_checkout()
     results: list[Measure] = []
     with _common.temp_dir("bench-vs-inspect-") as tmp_name:
         tmp = Path(tmp_name)
@@ -473,7 +481,8 @@ def report(results: list[Measure], args: argparse.Namespace) -> None:
         for m in results:
             print(
                 f"- {m.label}: judging phase {m.ideal_fraction(ideal):.1%} of ideal, CPU "
-                f"{m.cpu_ms_per_call:.2f} ms/call, first call {m.first_call:.2f} s"
+                f"{m.cpu_ms_per_call:.2f} ms/call ({m.cpu_with_server_ms_per_call:.2f} with the "
+                f"Prefect server), first call {m.first_call:.2f} s"
             )
         return
     inspect = results[-1]
@@ -490,8 +499,9 @@ def report(results: list[Measure], args: argparse.Namespace) -> None:
     for m in results[:-1]:
         print(
             f"- {m.label}: judging phase {m.ideal_fraction(ideal):.1%} of ideal (>= 90 %: "
-            f"{verdict(m.ideal_fraction(ideal) >= TARGET_IDEAL)}); CPU {m.cpu_ms_per_call:.2f} "
-            f"ms/call (<= {TARGET_CPU_MS} ms: {verdict(m.cpu_ms_per_call <= TARGET_CPU_MS)}); "
+            f"{verdict(m.ideal_fraction(ideal) >= TARGET_IDEAL)}); CPU "
+            f"{m.cpu_with_server_ms_per_call:.2f} ms/call, tree and Prefect server (<= "
+            f"{TARGET_CPU_MS} ms: {verdict(m.cpu_with_server_ms_per_call <= TARGET_CPU_MS)}); "
             f"{m.throughput / inspect.throughput:.2f}x Inspect's throughput (>= 8x: "
             f"{verdict(m.throughput / inspect.throughput >= TARGET_RATIO)})"
             + (

@@ -17,6 +17,10 @@ if ! { .venv/bin/python -m pip install --upgrade pip \
   echo "installing juryflow failed; the log above says why" >&2
   exit 1
 fi
+# Byte-compile the checkout once (the symlinked folders too): where PYTHONDONTWRITEBYTECODE
+# is set, as in many containers, every `juryflow` process the tests start would otherwise
+# compile its modules again (~0.2 s of CPU each).
+.venv/bin/python -m compileall -q juryflow $(find juryflow -maxdepth 1 -type l) > /dev/null
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
