@@ -36,6 +36,7 @@ from juryflow.flows.tasks import JudgedChunk, judge_for
 from juryflow.judges.batches.base import BatchClient, BatchUnsupported
 from juryflow.judges.batches.records import BatchFailure, BatchRequest, SubmittedBatch
 from juryflow.judges.batches.records import BatchStatus as RemoteStatus
+from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
 from juryflow.judges.batches.waiting import Backoff, wait_for
 from juryflow.judges.breaker import JudgeStopped, StoppedJudge, fix_for
 from juryflow.judges.budget import Budget, BudgetReached
@@ -55,9 +56,6 @@ POLL_SECONDS_ENV = "JURYFLOW_BATCH_POLL_SECONDS"
 """The first wait between two polls of a batch, in seconds (default 5); each wait doubles,
 up to twelve times the first (a minute by default)."""
 DEFAULT_POLL_SECONDS = 5.0
-RESEND = "(batch mode: --resume sends it again)"
-"""How the reason of a request a batch left unanswered ends: the mark of a row to send again."""
-_RETRIED_STATUSES = frozenset({408, 409, 429})
 
 Work = list[tuple[JudgeSpec, list[Item]]]
 
@@ -69,6 +67,11 @@ class BatchStop(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class _WaitOver(Exception):
+    """``--batch-wait`` ended before a judge's batches did; the run stops once every judge of
+    the round has submitted and polled, so the stop names all the batches left running."""
 
 
 class Judging(Protocol):
@@ -97,32 +100,12 @@ def poll_backoff() -> Backoff:
     return Backoff(initial=first, factor=2.0, maximum=max(first * 12, first))
 
 
-def resendable(judgment: Judgment) -> bool:
-    """A request a batch left unanswered (or never sent): ``--resume`` sends it again."""
-    reason = judgment.unscored_reason
-    return judgment.score is None and reason is not None and reason.endswith(RESEND)
-
-
 def stored_to_resume(store: Store, run_id: str) -> list[Judgment]:
     """A resumed run's stored judgments of items without consensus, less the requests a
     batch left unanswered: their rows are dropped, and the requests sent again."""
     judgments = store.load_judgments(run_id, without_consensus=True)
     store.forget_unscored(run_id, [(j.item_id, j.judge_id) for j in judgments if resendable(j)])
     return [j for j in judgments if not resendable(j)]
-
-
-def failure_reason(batch_id: str, failure: BatchFailure) -> tuple[str, bool]:
-    """The unscored reason of a request ``batch_id`` did not answer, and whether it is to be
-    sent again: all but an error the provider would give again (a 4xx)."""
-    status = failure.status
-    again = failure.kind != "errored" or status is None or status in _RETRIED_STATUSES
-    again = again or (status is not None and status >= 500)
-    if failure.kind == "errored":
-        code = f"HTTP {status}: " if status is not None else ""
-        reason = f"provider error in batch {batch_id}: {code}{failure.reason}"
-    else:
-        reason = f"not answered in batch {batch_id}: {failure.kind}: {failure.reason}"
-    return (f"{reason} {RESEND}" if again else reason), again
 
 
 @dataclass(slots=True)
@@ -201,7 +184,14 @@ class BatchRounds:
             runner.judge_work(now, index, real_time=True),
             *(self._judge(runner, spec, items) for spec, items in batched),
         )
-        judged = [j for answers in results if answers is not None for j in answers]
+        if any(isinstance(answers, _WaitOver) for answers in results):
+            left = len(self.running)
+            noun = "batch" if left == 1 else "batches"
+            raise BatchStop(
+                f"--batch-wait {self.wait_seconds:g} s passed with {left} {noun} still running "
+                "at the provider (left to finish)"
+            )
+        judged = [j for answers in results if isinstance(answers, list) for j in answers]
         fell_back = [w for w, answers in zip(batched, results[1:], strict=True) if answers is None]
         return judged + (
             await runner.judge_work(fell_back, index, real_time=True) if fell_back else []
@@ -209,10 +199,13 @@ class BatchRounds:
 
     async def _judge(
         self, runner: Judging, spec: JudgeSpec, items: list[Item]
-    ) -> list[Judgment] | None:
+    ) -> list[Judgment] | _WaitOver | None:
         cached, todo = await runner.todo(spec, items)
         progress.judged(cached)
-        chunk = await self.judge(spec, todo) if todo else JudgedChunk(())
+        try:
+            chunk = await self.judge(spec, todo) if todo else JudgedChunk(())
+        except _WaitOver as over:  # the others still submit theirs: a stop names them all
+            return over
         if chunk is None:
             return None
         runner.note_stopped(spec, chunk)
@@ -407,7 +400,7 @@ class BatchRounds:
         )
 
     async def _collect(self, current: _Round, batches: list[SubmittedBatch]) -> list[Judgment]:
-        """Wait for ``batches`` and read their answers; raises :class:`BatchStop` when
+        """Wait for ``batches`` and read their answers; raises :class:`_WaitOver` when
         ``--batch-wait`` ends first (the answers of the batches that ended are kept)."""
         if not batches:
             return []
@@ -422,12 +415,7 @@ class BatchRounds:
                 judgments += self._unanswered_batch(current, calls, batch.batch_id, status)
                 self.running.pop(batch.batch_id, None)
         if any(status is None for status in ended):
-            left = len(self.running)
-            noun = "batch" if left == 1 else "batches"
-            raise BatchStop(
-                f"--batch-wait {self.wait_seconds:g} s passed with {left} {noun} still running "
-                "at the provider (left to finish)"
-            )
+            raise _WaitOver
         return judgments
 
     async def _wait(

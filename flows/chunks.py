@@ -15,13 +15,14 @@ from prefect import get_run_logger
 from prefect.futures import PrefectFuture
 from prefect.utilities.annotations import quote
 
-from juryflow.flows.batching import BatchRounds, check_answered, resendable, stored_to_resume
+from juryflow.flows.batching import BatchRounds, check_answered, stored_to_resume
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.allocator import release_free_heap
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.sampling import cached_answers, left_for_workers
 from juryflow.flows.tasks import JudgedChunk, judge_chunk
 from juryflow.flows.workers import WorkerPool
+from juryflow.judges.batches.resend import resendable
 from juryflow.judges.breaker import StoppedJudge, forget_run
 from juryflow.judges.budget import Budget
 from juryflow.judges.panel import JudgeSpec

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from prefect.exceptions import CancelledRun
 
-from juryflow.flows.batching import RESEND, failure_reason, poll_backoff, resendable
+from juryflow.flows.batching import poll_backoff
 from juryflow.flows.evaluate import evaluate
 from juryflow.flows.runtime import interrupts, progress
 from juryflow.judges.batches.records import BatchFailure
+from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
 from juryflow.judges.budget import BUDGET_EXIT_CODE
 from juryflow.judges.panel import Price
 from juryflow.maths.records import unscored
@@ -323,8 +324,10 @@ def test_a_batch_that_never_finishes_within_the_run_is_read_by_resume(tmp_path: 
         judges = (("strong", "anthropic", STRONG), ("medium", "openai", MEDIUM))
         panel = panel_file(tmp_path / "panel.yaml", stub, judges)
         db = tmp_path / "store.duckdb"
-        run_id, message = stopped(db, panel, batch=True, batch_wait=0.2, limit=10)
-        assert "--batch-wait 0.2 s passed with 2 batches still running at the provider" in message
+        # No wait at all: the first judge's batch is polled before the second's is sent (an
+        # OpenAI batch takes two requests, an upload and a create); the stop names both.
+        run_id, message = stopped(db, panel, batch=True, batch_wait=0, limit=10)
+        assert "--batch-wait 0 s passed with 2 batches still running at the provider" in message
         assert (
             "2 batches are left running at the provider (not cancelled); --resume reads their "
             "answers and pays for no request twice" in message
