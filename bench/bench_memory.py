@@ -217,6 +217,9 @@ def main() -> None:
         help="offline (the embedded panel), stub (LLM judges on the stand-in) or a panel file",
     )
     parser.add_argument("--prefect", choices=("ephemeral", "server", "both"), default="ephemeral")
+    parser.add_argument(
+        "--chunk-size", type=int, default=None, help="juryflow's --chunk-size (default: its own)"
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     with contextlib.ExitStack() as stack:
@@ -231,6 +234,8 @@ def main() -> None:
             extra = ["--no-cache"]
         elif args.panel != "offline":
             panel = Path(args.panel).resolve()
+        if args.chunk_size is not None:
+            extra += ["--chunk-size", str(args.chunk_size)]
         name = {"offline": "embedded offline panel", "stub": "3 LLM judges on the stand-in"}
         print(f"juryflow run, {name.get(args.panel, args.panel)}; {_common.machine()}", flush=True)
         if args.prefect in ("server", "both"):

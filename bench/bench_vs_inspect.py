@@ -323,6 +323,9 @@ def main() -> None:
     )
     parser.add_argument("--no-inspect", action="store_true", help="juryflow's rows only")
     parser.add_argument(
+        "--chunk-size", type=int, default=None, help="juryflow's --chunk-size (default: its own)"
+    )
+    parser.add_argument(
         "--sdk-path",
         action="store_true",
         help="also the first --workers value on the SDK's whole call path "
@@ -351,6 +354,8 @@ def main() -> None:
         panel = _common.write_stub_panel(tmp / "panel.yaml", base, base + "/v1", args.concurrency)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
+        if args.chunk_size is not None:
+            juryflow += ["--chunk-size", str(args.chunk_size)]
         try:
             if args.prefect in ("both", "server"):
                 with _common.background_prefect_server(env) as (api, server_pid):
