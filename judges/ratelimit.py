@@ -23,6 +23,13 @@ from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.providers.quota_headers import CURRENT_OBSERVER, Quota
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # called from a thread with no loop running
+        return None
+
+
 class LoopSafeSemaphore:
     """A counting semaphore awaitable from any event loop in any thread."""
 
@@ -64,7 +71,12 @@ class LoopSafeSemaphore:
                 return
             loop, future = self._waiters.popleft()
         try:
-            loop.call_soon_threadsafe(self._grant, future)
+            if loop is _running_loop():
+                # Its own thread: no need to wake the loop's selector through its self-pipe
+                # (a write and a read per call on the hot path).
+                loop.call_soon(self._grant, future)
+            else:
+                loop.call_soon_threadsafe(self._grant, future)
         except RuntimeError:
             self.release()  # the loop closed just now: pass the permit on
 

@@ -170,3 +170,44 @@ async def test_permit_granted_during_cancellation_is_returned() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiter
     await asyncio.wait_for(semaphore.acquire(), 1)
+
+
+class _CountingLoop(asyncio.SelectorEventLoop):
+    """A real event loop that counts the callbacks handed to it from outside."""
+
+    threadsafe_calls = 0
+
+    def call_soon_threadsafe(self, *args: Any, **kwargs: Any) -> Any:
+        self.threadsafe_calls += 1
+        return super().call_soon_threadsafe(*args, **kwargs)
+
+
+def test_a_permit_passed_within_one_loop_does_not_wake_it_from_outside() -> None:
+    """On the hot path a permit goes from one call to the next on the same loop: it is
+    granted with ``call_soon``, not through the loop's self-pipe; from another thread it
+    still goes through ``call_soon_threadsafe``."""
+    semaphore = LoopSafeSemaphore(1)
+    loop = _CountingLoop()
+
+    async def within() -> None:
+        await semaphore.acquire()
+        waiters = [asyncio.create_task(semaphore.acquire()) for _ in range(3)]
+        await asyncio.sleep(0)
+        for waiter in waiters:
+            semaphore.release()
+            await asyncio.wait_for(waiter, 5)
+        assert loop.threadsafe_calls == 0
+
+        waiter = asyncio.create_task(semaphore.acquire())
+        await asyncio.sleep(0)
+        releaser = threading.Thread(target=semaphore.release)
+        releaser.start()
+        await asyncio.wait_for(waiter, 5)
+        releaser.join(5)
+        assert loop.threadsafe_calls == 1
+        semaphore.release()
+
+    try:
+        loop.run_until_complete(within())
+    finally:
+        loop.close()
