@@ -139,6 +139,21 @@ def test_an_empty_duckdb_file_becomes_a_store(tmp_path: Path) -> None:
     assert Store(db).migrate() == LATEST_VERSION
 
 
+@pytest.mark.parametrize("format_", ["table", "csv", "json"])
+def test_runs_lists_none_on_an_empty_duckdb_file(tmp_path: Path, format_: str) -> None:
+    # A file DuckDB made but no run gave tables (made by hand, or a run stopped at once)
+    # has no runs yet; it was a raw "CatalogException ... runs does not exist" line.
+    db = tmp_path / "empty.duckdb"
+    duckdb.connect(str(db)).close()
+    result = CliRunner().invoke(app, ["runs", "--db", str(db), "--format", format_])
+    assert result.exit_code == 0, result.output
+    assert "Exception" not in result.output and "Traceback" not in result.output
+    if format_ == "table":
+        assert "no runs yet" in result.output
+    if format_ == "json":
+        assert json.loads(result.output) == []
+
+
 # -- juryflow stores this version cannot use ------------------------------------------------
 
 
