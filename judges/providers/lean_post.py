@@ -50,8 +50,10 @@ class RequestTemplate:
     """Every header the SDK sent but Content-Length, which aiohttp sets for the new body."""
     timeout: Mapping[str, float | None]
     """httpx's timeout extension (connect, read, write, pool), read as the adapter does."""
-    request: Any
-    """The SDK's httpx request, which the SDK's exceptions carry."""
+    request: Any = None
+    """The SDK's httpx request, which the SDK's exceptions carry; None for a request read
+    from an earlier run (:mod:`~juryflow.judges.providers.stored_requests`), built when an
+    error needs it."""
 
 
 class _Slot:
@@ -143,40 +145,96 @@ async def replay(sdk: Any, sdk_module: ModuleType, sent: RequestTemplate, body: 
     session = _session(sdk)
     if session is None:  # the client was closed under us: the SDK says what that means
         raise sdk_module.APIConnectionError(request=sent.request)
-    # The SDK's own aiohttp adapter: its map of aiohttp's errors and the httpx it maps to.
-    adapter = sys.modules[type(sdk._client._transport).__module__]
-    http = adapter.httpx
+    try:
+        answer = await exchange(session, sent, body)
+    except (aiohttp.ClientError, OSError) as error:
+        raise sdk_error(sdk, sdk_module, sent, error)  # noqa: B904 - its cause is set
+    return read_answer(sdk, sent, answer)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    raw_headers: Any
+    headers: Mapping[str, str]
+    content: bytes
+
+
+async def exchange(session: Any, sent: RequestTemplate, body: bytes) -> Answer:
+    """One request on ``session`` as the SDKs' aiohttp transport sends it; aiohttp's errors
+    are raised as they are (:func:`sdk_error` maps them as the transport does)."""
     timeout = sent.timeout
+    async with session.request(
+        sent.method,
+        sent.url,
+        headers=sent.headers,
+        data=body,
+        allow_redirects=False,
+        auto_decompress=False,
+        compress=False,
+        timeout=aiohttp.ClientTimeout(
+            sock_connect=timeout.get("connect"),
+            sock_read=timeout.get("read"),
+            connect=timeout.get("pool"),
+        ),
+    ) as answer:
+        content = await answer.read()
+        return Answer(answer.status, answer.raw_headers, answer.headers, content)
+
+
+def sdk_request(sdk: Any, sent: RequestTemplate) -> Any:
+    """The SDK's httpx request for ``sent`` (what its exceptions carry)."""
+    if sent.request is not None:
+        return sent.request
+    http = _adapter(sdk).httpx
+    return http.Request(
+        sent.method, sent.url, headers=list(sent.headers), extensions={"timeout": sent.timeout}
+    )
+
+
+def _adapter(sdk: Any) -> ModuleType:
+    # The SDK's own aiohttp adapter: its map of aiohttp's errors and the httpx it maps to.
+    return sys.modules[type(sdk._client._transport).__module__]
+
+
+def sdk_error(sdk: Any, sdk_module: ModuleType, sent: RequestTemplate, error: Exception) -> Any:
+    """The SDK's exception for an aiohttp error of :func:`exchange`, caused as the SDK's
+    transport causes it (the httpx error, whose cause is aiohttp's); ``error`` itself when
+    the transport would not map it."""
+    adapter = _adapter(sdk)
+    http = adapter.httpx
     try:
         with adapter.map_aiohttp_exceptions():
-            async with session.request(
-                sent.method,
-                sent.url,
-                headers=sent.headers,
-                data=body,
-                allow_redirects=False,
-                auto_decompress=False,
-                compress=False,
-                timeout=aiohttp.ClientTimeout(
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                    connect=timeout.get("pool"),
-                ),
-            ) as answer:
-                content = await answer.read()
-                status = answer.status
-                raw_headers = answer.raw_headers
-                headers = answer.headers
-    except http.TimeoutException as error:
-        raise sdk_module.APITimeoutError(request=sent.request) from error
-    except (http.RequestError, ssl.SSLError) as error:
-        raise sdk_module.APIConnectionError(request=sent.request) from error
-    observe_response(headers)
-    if status >= 400 or "content-encoding" in headers:
+            raise error
+    except http.TimeoutException as mapped:
+        return _caused(sdk_module.APITimeoutError(request=sdk_request(sdk, sent)), mapped)
+    except (http.RequestError, ssl.SSLError) as mapped:
+        return _caused(sdk_module.APIConnectionError(request=sdk_request(sdk, sent)), mapped)
+    except Exception as unmapped:  # re-raised by the caller as it came
+        return unmapped
+
+
+def _caused(error: Exception, cause: BaseException) -> Exception:
+    # What ``raise error from cause`` would set, for an error raised by the caller.
+    error.__cause__ = cause
+    error.__suppress_context__ = True
+    return error
+
+
+def read_answer(sdk: Any, sent: RequestTemplate, answer: Answer) -> Any:
+    """The answer's JSON; the SDK's status error for a 4xx/5xx; a compressed body decoded
+    as the SDK's httpx would have."""
+    observe_response(answer.headers)
+    content = answer.content
+    if answer.status >= 400 or "content-encoding" in answer.headers:
+        http = _adapter(sdk).httpx
         response = http.Response(
-            status_code=status, headers=raw_headers, content=content, request=sent.request
+            status_code=answer.status,
+            headers=answer.raw_headers,
+            content=content,
+            request=sdk_request(sdk, sent),
         )
-        if status >= 400:
+        if answer.status >= 400:
             raise sdk._make_status_error_from_response(response)
-        content = response.content  # decoded as the SDK's httpx would have
+        content = response.content
     return json.loads(content)
