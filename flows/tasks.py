@@ -143,7 +143,7 @@ async def judge_items(
     if isinstance(judge, LLMJudge):
         gate = admission_for(spec)
         if isinstance(judge.client, SDKClient):
-            judge.client.warm()
+            judge.client.warm(spec.timeout)
 
     async def judge_one(item: Item) -> Judgment:
         if unwritable:  # no more calls whose answers could not be kept

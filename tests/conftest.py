@@ -22,6 +22,21 @@ SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
 SHARED_DATA = REPO.parent / "shared" / "data" / "ragtruth"
 
 
+@pytest.fixture(autouse=True)
+def own_request_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test starts with no request stored by another (``stored_requests``): what a
+    test sends through the SDK, or not, must not depend on the tests run before it."""
+    previous = os.environ.get("JURYFLOW_CACHE_DIR")
+    os.environ["JURYFLOW_CACHE_DIR"] = str(tmp_path_factory.mktemp("request-cache"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("JURYFLOW_CACHE_DIR", None)
+        else:
+            os.environ["JURYFLOW_CACHE_DIR"] = previous
+
+
 SESSION_SERVER_OFF = "JURYFLOW_TEST_EPHEMERAL"
 """Set to 1 to let every `juryflow` process the tests start run its own ephemeral server,
 as a user's terminal without ``PREFECT_API_URL`` does (tests of that path ask for it)."""

@@ -43,6 +43,7 @@ class AnthropicClient(SDKClient["anthropic.AsyncAnthropic"]):
 
     provider = "anthropic"
     sdk_name = "anthropic"
+    call_path = "/v1/messages"
     shared: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()
 
     def _new_sdk(self, http: Any) -> anthropic.AsyncAnthropic:
@@ -74,7 +75,7 @@ class AnthropicClient(SDKClient["anthropic.AsyncAnthropic"]):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = self._parameters(request)
         try:
-            message = await self._post_json("/v1/messages", body, request.timeout)
+            message = await self._post_json(self.call_path, body, request.timeout)
         except self.sdk_module.APIError as error:
             raise self._translate(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server

@@ -46,6 +46,7 @@ class OpenAIClient(SDKClient["openai.AsyncOpenAI"]):
 
     provider = "openai"
     sdk_name = "openai"
+    call_path = "/chat/completions"
     shared: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()
 
     def _new_sdk(self, http: Any) -> openai.AsyncOpenAI:
@@ -88,7 +89,7 @@ class OpenAIClient(SDKClient["openai.AsyncOpenAI"]):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         try:
             completion = await self._post_json(
-                "/chat/completions", self._parameters(request), request.timeout
+                self.call_path, self._parameters(request), request.timeout
             )
         except self.sdk_module.APIError as error:
             raise self._translate(error) from None
