@@ -218,6 +218,17 @@ def tree_cpu(pid: int | None) -> float:
     return total
 
 
+def record_stored_requests(tmp: Path, panel: Path, env: dict[str, str]) -> None:
+    """A 6-item run on the same stand-in, not measured: it stores the SDKs' requests
+    (``juryflow.judges.providers.stored_requests``) as a user's earlier run on the same
+    server would have, so the measured runs send them without importing the SDKs."""
+    small = _common.synth_dataset(tmp / "record.jsonl", 6)
+    command = [sys.executable, "-m", "juryflow", "run", str(small), "--panel", str(panel)]
+    command += ["--db", str(tmp / "record.duckdb"), "--no-cache"]
+    subprocess.run(command, env=env, cwd=_common.REPO, check=True, capture_output=True)
+    print("stored requests: recorded by a 6-item run first (--first-run: without)")
+
+
 def measure(
     label: str,
     command: list[str],
@@ -331,6 +342,13 @@ def main() -> None:
         help="also the first --workers value on the SDK's whole call path "
         "(JURYFLOW_SDK_CALLS=1: the call path of the release before the lean one)",
     )
+    parser.add_argument(
+        "--first-run",
+        action="store_true",
+        help="measure juryflow's first run on this endpoint: no request stored by an "
+        "earlier run (by default a 6-item run records them first, as any earlier run on "
+        "the same server would have)",
+    )
     args = parser.parse_args()
     worker_counts = [n.strip() for n in args.workers.split(",")]
     if not all(n == "auto" or n.isdigit() for n in worker_counts):
@@ -353,7 +371,10 @@ def main() -> None:
         stub, base = _common.start_stub_process(args.latency_ms)
         panel = _common.write_stub_panel(tmp / "panel.yaml", base, base + "/v1", args.concurrency)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env["JURYFLOW_CACHE_DIR"] = str(tmp / "request-cache")
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
+        if not args.first_run:
+            record_stored_requests(tmp, panel, env)
         if args.chunk_size is not None:
             juryflow += ["--chunk-size", str(args.chunk_size)]
         try:
