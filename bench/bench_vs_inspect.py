@@ -226,7 +226,7 @@ def record_stored_requests(tmp: Path, panel: Path, env: dict[str, str]) -> None:
     command = [sys.executable, "-m", "juryflow", "run", str(small), "--panel", str(panel)]
     command += ["--db", str(tmp / "record.duckdb"), "--no-cache"]
     subprocess.run(command, env=env, cwd=_common.REPO, check=True, capture_output=True)
-    print("stored requests: recorded by a 6-item run first (--first-run: without)")
+    print("stored requests: recorded by a 6-item run first (the first-run row: without)")
 
 
 def measure(
@@ -345,9 +345,9 @@ def main() -> None:
     parser.add_argument(
         "--first-run",
         action="store_true",
-        help="measure juryflow's first run on this endpoint: no request stored by an "
-        "earlier run (by default a 6-item run records them first, as any earlier run on "
-        "the same server would have)",
+        help="also the first --workers value as a first run on this endpoint, with no "
+        "request stored by an earlier run (the other rows: a 6-item run records them "
+        "first, as any earlier run on the same server would have)",
     )
     args = parser.parse_args()
     worker_counts = [n.strip() for n in args.workers.split(",")]
@@ -373,18 +373,22 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env["JURYFLOW_CACHE_DIR"] = str(tmp / "request-cache")
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
-        if not args.first_run:
-            record_stored_requests(tmp, panel, env)
         if args.chunk_size is not None:
             juryflow += ["--chunk-size", str(args.chunk_size)]
         try:
             if args.prefect in ("both", "server"):
                 with _common.background_prefect_server(env) as (api, server_pid):
-                    rows = [(workers, False) for workers in worker_counts]
+                    server_env = {**env, "PREFECT_API_URL": api}
+                    rows = [(workers, "lean") for workers in worker_counts]
                     if args.sdk_path:
-                        rows.insert(0, (worker_counts[0], True))
-                    for workers, sdk_path in rows:
-                        db = tmp / f"server-{workers}{'-sdk' if sdk_path else ''}.duckdb"
+                        rows.insert(0, (worker_counts[0], "sdk"))
+                    if args.first_run:
+                        rows.insert(0, (worker_counts[0], "first"))
+                    for workers, kind in rows:
+                        if kind == "lean" and not (tmp / "request-cache").exists():
+                            record_stored_requests(tmp, panel, server_env)
+                        suffix = "" if kind == "lean" else f"-{kind}"
+                        db = tmp / f"server-{workers}{suffix}.duckdb"
                         command = [
                             *juryflow,
                             "--db",
@@ -394,10 +398,13 @@ def main() -> None:
                             str(workers),
                         ]
                         label = f"juryflow --workers {workers} (running Prefect server)"
-                        row_env = {**env, "PREFECT_API_URL": api}
-                        if sdk_path:
+                        row_env = dict(server_env)
+                        if kind == "sdk":
                             label = f"juryflow --workers {workers}, SDK call path (server)"
                             row_env["JURYFLOW_SDK_CALLS"] = "1"
+                        if kind == "first":
+                            label = f"juryflow --workers {workers}, first run (server)"
+                            row_env["JURYFLOW_CACHE_DIR"] = str(tmp / "first-run-cache")
                         results.append(
                             measure(
                                 label,
@@ -405,11 +412,13 @@ def main() -> None:
                                 row_env,
                                 _common.REPO,
                                 base,
-                                tmp / f"juryflow-server-{workers}{'-sdk' if sdk_path else ''}.log",
+                                tmp / f"juryflow-server-{workers}{suffix}.log",
                                 server_pid,
                             )
                         )
             if args.prefect in ("both", "ephemeral"):
+                if not (tmp / "request-cache").exists():
+                    record_stored_requests(tmp, panel, env)
                 workers = worker_counts[-1]
                 db = tmp / "ephemeral.duckdb"
                 command = [*juryflow, "--db", str(db), "--no-cache", "--workers", str(workers)]
