@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,12 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _XDIST_WORKER and os.environ.get("PREFECT_HOME"):
     os.environ["PREFECT_HOME"] = f"{os.environ['PREFECT_HOME']}-{_XDIST_WORKER}"
+
+# A suite started in the background of a shell without job control (`cmd &` in a script)
+# inherits SIGINT ignored, and so would every `juryflow` it starts: their Ctrl-C tests would
+# then test nothing. A terminal's foreground job, which they stand for, has it at default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
