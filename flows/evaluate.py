@@ -259,7 +259,7 @@ async def evaluate(
     panel's settings of the same name, overridden (exact early stopping). ``batch``: the
     panel's ``batch`` overridden (the providers' batch APIs, at half price); ``batch_wait``:
     seconds after which a run still waiting for its batches stops ``interrupted``, leaving
-    them to finish for ``--resume``. ``chunk_size``: items per task (default 200; 10,000
+    them to finish for ``--resume``. ``chunk_size``: items per task (default 500; 10,000
     in batch mode, so that a run makes few batches).
 
     ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;

@@ -246,7 +246,7 @@ def run(
     every judge anyway (default: the panel's, 0.1). ``batch`` (``--batch``) sends the LLM
     judges' calls through their providers' batch APIs at half the price; ``batch_wait``
     (seconds) stops the run, resumable, if its batches are not done by then.
-    ``chunk_size``: items per task (default 200, or 10,000 in batch mode).
+    ``chunk_size``: items per task (default 500, or 10,000 in batch mode).
     """
     _start_prefect()
     from rich.console import Console

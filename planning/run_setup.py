@@ -37,7 +37,9 @@ BUNDLED_DATASET = Path(
     str(resources.files("juryflow.examples").joinpath("ragtruth_data2txt_sample.jsonl"))
 ).resolve()
 DETECTOR_VARIABLES = ("reference", "response")
-DEFAULT_CHUNK_SIZE = 200
+DEFAULT_CHUNK_SIZE = 500
+RECORDED_BEFORE_CHUNK_SIZE = 200
+"""The chunk size of runs stored before runs recorded theirs (the default then)."""
 BATCH_CHUNK_SIZE = 10_000
 """Items per chunk in batch mode unless ``--chunk-size`` says otherwise: a run of up to
 this many items makes one batch per judge (per round of early stopping)."""
@@ -149,8 +151,10 @@ def with_batch(panel: PanelSpec, batch: bool | None) -> PanelSpec:
 
 
 def chunk_size_for(chunk_size: int | None, panel: PanelSpec) -> int:
-    """``--chunk-size``, else 200 items per chunk, or 10,000 when a judge sends batches: a
-    batch per judge and chunk, so few and large."""
+    """``--chunk-size``, else 500 items per chunk, or 10,000 when a judge sends batches: a
+    batch per judge and chunk, so few and large. 500, not more: a chunk's answers are held
+    until it is written, and at 1,000 a 10,000-item run of three judges passed 500 MB
+    (``bench/README.md``); fewer, larger chunks cost less Prefect and store work per call."""
     if chunk_size is not None:
         return chunk_size
     batching = any(panel.uses_batch(spec) for spec in panel.judges)
@@ -621,7 +625,11 @@ def _join_shard(plan: RunPlan, record: RunRecord, spec: ShardSpec, take_over: bo
             _check_joinable(plan, stored, record, spec)
             parameters = stored.parameters or {}
             # Chunks as the first shard cut them; the run's stored settings otherwise.
-            plan = replace(plan, resumed=True, chunk_size=int(parameters.get("chunk_size") or 200))
+            plan = replace(
+                plan,
+                resumed=True,
+                chunk_size=int(parameters.get("chunk_size") or RECORDED_BEFORE_CHUNK_SIZE),
+            )
         lease = claim_shard(store, run_id, spec, take_over=take_over)
     except ShardError as error:
         raise RunSetupError(str(error)) from None
@@ -744,7 +752,7 @@ def _resume_plan(
         mapping=dict(parameters.get("mapping") or {}),
         quorum=run.quorum,
         # The recorded chunk size keeps chunk boundaries, and so task names, as they were.
-        chunk_size=int(parameters.get("chunk_size") or chunk_size_for(chunk_size, panel_spec)),
+        chunk_size=int(parameters.get("chunk_size") or chunk_size or RECORDED_BEFORE_CHUNK_SIZE),
         max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
         # The run's own choice: --no-cache on a resume is refused, not half applied.
         use_cache=bool(parameters.get("use_cache", use_cache)),
