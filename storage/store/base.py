@@ -17,6 +17,16 @@ from juryflow.storage.store.checks import _check_schema
 T = TypeVar("T")
 
 
+def _file_id(path: Path | LakeTarget) -> tuple[int, int] | None:
+    if not isinstance(path, Path):
+        return None
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 class StoreBase:
     """The connections of a :class:`~juryflow.storage.store.Store`, which every part of it
     (runs, writes, reads, calibrations, migrations) builds on."""
@@ -27,6 +37,8 @@ class StoreBase:
         self.path: Path | LakeTarget = resolve_target(path, data_path)
         self._held: duckdb.DuckDBPyConnection | None = None
         self._checked = False
+        self._file: tuple[int, int] | None = None
+        """The file (device, inode) checked to be the store; None for a lake."""
 
     @property
     def lake(self) -> LakeTarget | None:
@@ -51,6 +63,13 @@ class StoreBase:
             if not self._checked:
                 _check_schema(con, self.path)
                 self._checked = True
+                self._file = _file_id(self.path)
+            elif self._file is not None and _file_id(self.path) != self._file:
+                # Deleted between the check above and the connect: DuckDB made a new, empty
+                # file in its place, which is not the store this process was using.
+                raise StoreGoneError(
+                    f"the store {self.path} is gone: it was deleted or moved while in use"
+                )
             yield con
 
     @contextmanager
