@@ -325,3 +325,51 @@ def test_a_journal_entry_by_an_unknown_judge_is_set_aside(tmp_path: Path) -> Non
         "ghost",
         "ghost",
     ]
+
+
+def test_a_store_deleted_and_made_again_between_check_and_connect_is_gone(
+    tmp_path: Path,
+) -> None:
+    # The race a loaded machine hit: the file checked to exist, deleted, then DuckDB's
+    # connect made a new, empty file there; writes failed on tables it does not have
+    # ("Table with name items does not exist!") with a traceback, instead of one line.
+    db = tmp_path / "store.duckdb"
+    store = Store(db)
+    store.migrate()
+    db.unlink()
+    duckdb.connect(str(db)).close()  # what the connect after the check would have made
+    with (
+        pytest.raises(StoreError, match="is gone: it was deleted or moved while in use"),
+        store.read(),
+    ):
+        pass
+
+
+def test_a_ctrl_c_a_library_wrapped_in_its_own_error_ends_as_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prefect serialises the flow run's parameters with pydantic, which turns a
+    # KeyboardInterrupt raised inside into "Error calling function `_ser_model`:
+    # KeyboardInterrupt" (a ValueError): it was reported as a failure, exit 2.
+    import threading
+
+    import juryflow.runner
+    from juryflow.flows.runtime import interrupts
+
+    def wrapped(*_: object, **__: object) -> None:
+        raise ValueError("Error calling function `_ser_model`: KeyboardInterrupt: ")
+
+    seen = threading.Event()
+    seen.set()
+    monkeypatch.setattr(interrupts, "_SIGINT_SEEN", seen)
+    monkeypatch.setattr(juryflow.runner, "run_evaluation", wrapped)
+    result = CliRunner().invoke(
+        app, ["run", str(SAMPLE), "--db", str(tmp_path / "s.duckdb"), "--limit", "2"]
+    )
+    assert result.exit_code == 130, result.output
+    assert "interrupted (SIGINT)" in result.output and "_ser_model" not in result.output
+    monkeypatch.setattr(interrupts, "_SIGINT_SEEN", threading.Event())
+    result = CliRunner().invoke(
+        app, ["run", str(SAMPLE), "--db", str(tmp_path / "s.duckdb"), "--limit", "2"]
+    )
+    assert result.exit_code == 2 and "_ser_model" in result.output  # no Ctrl-C: an error

@@ -191,8 +191,19 @@ LEAVE_AFTER_SECONDS = 1.5
 """How long the command line lets a Ctrl-C before the flow unwind before it leaves anyway."""
 
 
+_SIGINT_SEEN = threading.Event()
+
+
+def sigint_seen() -> bool:
+    """Has a Ctrl-C reached juryflow's handlers? A library may wrap the KeyboardInterrupt it
+    raised in an error of its own (pydantic's serializer, in Prefect creating the flow
+    run), which would otherwise read as a failure instead of the user's Ctrl-C."""
+    return _SIGINT_SEEN.is_set()
+
+
 def raise_on_sigint(signum: int, frame: FrameType | None) -> None:
     """Before the flow starts, Ctrl-C unwinds at once, wherever the main thread is."""
+    _SIGINT_SEEN.set()
     raise KeyboardInterrupt
 
 
@@ -212,6 +223,7 @@ def _raise_and_leave_soon(signum: int, frame: FrameType | None) -> None:
         sys.stderr.flush()
         os._exit(EXIT_CODES[signal.SIGINT])
 
+    _SIGINT_SEEN.set()
     threading.Thread(target=leave, name="juryflow-leave", daemon=True).start()
     raise KeyboardInterrupt
 

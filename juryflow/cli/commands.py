@@ -285,9 +285,10 @@ def run(
             )
             raise typer.Exit(code=stopped.exit_code) from None
         except (DatasetError, PanelError, ValueError, RuntimeError) as error:
+            from juryflow.flows.runtime.interrupts import sigint_seen
             from juryflow.storage.failures import stopped_by_ctrl_c
 
-            if stopped_by_ctrl_c(error):
+            if stopped_by_ctrl_c(error) or sigint_seen():
                 err.print(INTERRUPTED_BEFORE_THE_RUN)
                 raise typer.Exit(code=130) from None
             fail(str(error))
