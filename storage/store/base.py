@@ -27,6 +27,14 @@ def _file_id(path: Path | LakeTarget) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
+def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = 'schema_version'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
 class StoreBase:
     """The connections of a :class:`~juryflow.storage.store.Store`, which every part of it
     (runs, writes, reads, calibrations, migrations) builds on."""
@@ -39,6 +47,7 @@ class StoreBase:
         self._checked = False
         self._file: tuple[int, int] | None = None
         """The file (device, inode) checked to be the store; None for a lake."""
+        self._had_tables = False
 
     @property
     def lake(self) -> LakeTarget | None:
@@ -64,12 +73,17 @@ class StoreBase:
                 _check_schema(con, self.path)
                 self._checked = True
                 self._file = _file_id(self.path)
-            elif self._file is not None and _file_id(self.path) != self._file:
-                # Deleted between the check above and the connect: DuckDB made a new, empty
-                # file in its place, which is not the store this process was using.
-                raise StoreGoneError(
-                    f"the store {self.path} is gone: it was deleted or moved while in use"
-                )
+                self._had_tables = self._file is not None and _has_tables(con)
+            elif self._file is not None:
+                tables = _has_tables(con)
+                if _file_id(self.path) != self._file or (self._had_tables and not tables):
+                    # Deleted between the check above and the connect: DuckDB made a new,
+                    # empty file in its place, which is not the store this process was using
+                    # (the new file may even get the old one's inode back: hence the tables).
+                    raise StoreGoneError(
+                        f"the store {self.path} is gone: it was deleted or moved while in use"
+                    )
+                self._had_tables = self._had_tables or tables
             yield con
 
     @contextmanager
