@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from juryflow.storage.store import Store
+from juryflow.storage.store.base import has_table
 from juryflow.storage.store.liveness import is_live
 
 SHOWN_CANDIDATES = 5
@@ -62,7 +63,7 @@ def list_runs(store: Store, *, limit: int, status: str | None = None) -> RunList
     `interrupted`: what it is, and what ``--resume`` continues.
     """
     with store.read() as con:
-        if not _has_runs_table(con):
+        if not has_table(con, "runs"):
             # A DuckDB file no run has written to yet (made empty, or a run stopped before
             # its tables): a store with no runs, not an error.
             return RunListing([], [])
@@ -82,14 +83,6 @@ def list_runs(store: Store, *, limit: int, status: str | None = None) -> RunList
             if not (status == "running" and row[0] in gone)
         ]
     return RunListing(columns, rows)
-
-
-def _has_runs_table(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = 'runs'"
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def resolve_run_id(store: Store, text: str) -> str:

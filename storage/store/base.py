@@ -27,10 +27,12 @@ def _file_id(path: Path | LakeTarget) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Does the connection's own database hold table ``main.name``?"""
     row = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = 'schema_version'"
+        "AND schema_name = 'main' AND table_name = ?",
+        [name],
     ).fetchone()
     return bool(row and row[0])
 
@@ -73,9 +75,9 @@ class StoreBase:
                 _check_schema(con, self.path)
                 self._checked = True
                 self._file = _file_id(self.path)
-                self._had_tables = self._file is not None and _has_tables(con)
+                self._had_tables = self._file is not None and has_table(con, "schema_version")
             elif self._file is not None:
-                tables = _has_tables(con)
+                tables = has_table(con, "schema_version")
                 if _file_id(self.path) != self._file or (self._had_tables and not tables):
                     # Deleted between the check above and the connect: DuckDB made a new,
                     # empty file in its place, which is not the store this process was using
