@@ -59,6 +59,7 @@ TARGET_IDEAL = 0.90
 TARGET_CPU_MS = 1.5
 TARGET_RATIO = 8.0
 TARGET_FIRST_CALL = 3.0
+PROFILE_SLICES = 25
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class Measure:
     """CPU seconds the whole machine spent during the run (all cores, all processes)."""
     server_cpu: float
     """CPU of the background Prefect server during the run (outside the tree; 0 if none)."""
+    in_flight: tuple[float, ...] = ()
+    """Mean calls in flight at the stand-in in each of PROFILE_SLICES equal slices of the
+    judging phase (polled from its counters)."""
 
     def ideal_fraction(self, ideal: float) -> float:
         return ideal / self.phase
@@ -109,6 +113,8 @@ class StubWatch:
         self.first: float | None = None
         self.last_answer: float | None = None
         self.snapshot: dict[str, object] = {}
+        self.series: list[tuple[float, int]] = []
+        """(perf_counter, calls in flight at the stand-in) at every poll."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -141,6 +147,21 @@ class StubWatch:
         if answered > done_before:
             self.last_answer = now
         self.snapshot = snapshot
+        self.series.append((now, int(snapshot["in_flight"])))  # type: ignore[call-overload]
+
+    def in_flight_profile(self, slices: int) -> tuple[float, ...]:
+        """Mean calls in flight in each of ``slices`` equal slices of the judging phase:
+        where the pipeline is not kept full (a ramp, a chunk boundary, the tail)."""
+        if self.first is None or self.last_answer is None:
+            return ()
+        width = (self.last_answer - self.first) / slices
+        sums, counts = [0.0] * slices, [0] * slices
+        for moment, in_flight in self.series:
+            index = int((moment - self.first) / width) if width > 0 else 0
+            if 0 <= index < slices:
+                sums[index] += in_flight
+                counts[index] += 1
+        return tuple(s / c if c else 0.0 for s, c in zip(sums, counts, strict=True))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -280,6 +301,7 @@ def measure(
         phase_cpu=sampler.cpu_between(watch.first, watch.last_answer),
         machine_busy=busy,
         server_cpu=server_cpu,
+        in_flight=watch.in_flight_profile(PROFILE_SLICES),
     )
 
 
@@ -510,6 +532,12 @@ def report(results: list[Measure], args: argparse.Namespace) -> None:
             f"users) used {(m.machine_busy - m.cpu) / m.wall:.2f} of {os.cpu_count()} cores "
             "meanwhile"
         )
+        if m.in_flight:
+            print(
+                f"  - {m.label}: calls in flight at the stand-in, mean of each "
+                f"{m.phase / len(m.in_flight):.2f} s slice of the phase: "
+                + " ".join(f"{n:.0f}" for n in m.in_flight)
+            )
         if m.calls != expected:
             print(f"note: {m.label} made {m.calls} requests for {expected} calls ({m.answered})")
     if args.no_inspect:
