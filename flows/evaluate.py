@@ -22,6 +22,7 @@ from juryflow.flows.batching import BatchStop
 from juryflow.flows.chunks import BudgetStop, ChunkRunner, judge_dataset
 from juryflow.flows.rate_limits import RateLimited, close_counting
 from juryflow.flows.runtime import progress
+from juryflow.flows.runtime.collector import start_up_objects_frozen
 from juryflow.flows.runtime.interrupts import (
     EXIT_CODES,
     InterruptedRun,
@@ -412,7 +413,8 @@ async def _judge_run(
         )
         budget_stop: BudgetStop | None = None
         try:
-            budget_stop = await watch.run(judge_dataset(runner, chunks_in_flight))
+            with start_up_objects_frozen():
+                budget_stop = await watch.run(judge_dataset(runner, chunks_in_flight))
         except BatchStop as stop:
             # --batch-wait passed, or requests for --resume to send: stopped as on request
             watch.trigger(Interruption(stop.reason, BUDGET_EXIT_CODE))
