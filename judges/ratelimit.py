@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers import header_memory
 from juryflow.judges.providers.quota_headers import CURRENT_OBSERVER, Quota
 
 
@@ -244,13 +245,15 @@ class HeaderBudget:
     Before the first answer nothing is known, so the first call goes alone and the others
     wait for its answer (:meth:`first_answer`, up to PROBE_SECONDS): max_concurrency calls
     of max_tokens each may be more than a whole budget. A server that sends no headers
-    costs that one wait, and nothing is held after it.
+    costs that one wait, and nothing is held after it; and once a run has found that (see
+    :mod:`~juryflow.judges.providers.header_memory`), later runs on it skip the wait.
     """
 
     def __init__(
         self,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        endpoint: str | None = None,
     ) -> None:
         self._clock = clock
         self._wall = wall
@@ -260,6 +263,16 @@ class HeaderBudget:
         self._seq = 0
         self._probing = False
         self._answered = LoopSafeEvent()
+        self._endpoint = endpoint
+        """Where what the answers carry is remembered for later runs (None: nowhere)."""
+        self._sends_headers: bool | None = None
+        if endpoint is not None and header_memory.sent_none_before(endpoint):
+            self._answered.set()  # no first answer to wait for: it would say nothing
+
+    @property
+    def waits_for_first_answer(self) -> bool:
+        """Whether calls still wait for the first answer (the first call goes alone)."""
+        return not self._answered.is_set()
 
     async def first_answer(self) -> None:
         """Return at once for the first call and once its answer is in for the others."""
@@ -293,11 +306,19 @@ class HeaderBudget:
             return QuotaTicket(self, self._seq, wait, self._wall() + wait)
 
     def observe(self, seq: int, quotas: Sequence[Quota]) -> None:
-        """What the answer to call ``seq`` says of the budgets."""
+        """What the answer to call ``seq`` says of the budgets (none: it had no headers)."""
         with self._lock:
             call = self._outstanding.get(seq)
             if call is None:  # over already: its answer is no news
                 return
+            # The first answer tells the next run whether to wait for one; a later answer
+            # with headers after answers without tells it to wait again.
+            sends = bool(quotas)
+            learned = self._endpoint is not None and (
+                self._sends_headers is None or (sends and not self._sends_headers)
+            )
+            if learned:
+                self._sends_headers = sends
             now = self._clock()
             other_calls = len(self._outstanding) - 1
             other_tokens = sum(a.tokens for s, a in self._outstanding.items() if s != seq)
@@ -311,6 +332,8 @@ class HeaderBudget:
                 level = quota.remaining - _cost(quota.dimension, other_calls, other_tokens)
                 rate = _refill_rate(quota, known)
                 self._levels[quota.dimension] = _Level(quota.limit, level, rate, now, call.sent)
+        if learned and self._endpoint is not None:
+            header_memory.remember(self._endpoint, sends)
         self._answered.set()
 
     def finish(self, seq: int) -> None:
@@ -366,13 +389,14 @@ class Limiter:
         tokens_per_minute: float | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         header_pacing: bool | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.max_concurrency = max_concurrency
         self.semaphore = LoopSafeSemaphore(max_concurrency)
         self.requests = TokenBucket(requests_per_minute) if requests_per_minute else None
         self.tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
         pacing = header_pacing_enabled() if header_pacing is None else header_pacing
-        self.quota = HeaderBudget() if pacing else None
+        self.quota = HeaderBudget(endpoint=endpoint) if pacing else None
         """The provider's reported budgets; None when header pacing is off."""
         self._sleep = sleep
         self._count_lock = threading.Lock()
@@ -446,7 +470,10 @@ def limiter_for(spec: JudgeSpec) -> Limiter:
         limiter = _registry.get(key)
         if limiter is None:
             limiter = Limiter(
-                spec.max_concurrency, spec.requests_per_minute, spec.tokens_per_minute
+                spec.max_concurrency,
+                spec.requests_per_minute,
+                spec.tokens_per_minute,
+                endpoint=key,
             )
             _registry[key] = limiter
         return limiter

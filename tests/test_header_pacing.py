@@ -226,3 +226,44 @@ def test_juryflow_stub_server_keeps_a_budget() -> None:
         server.wait(60)
     assert [a.status_code for a in answers] == [200, 429]
     assert answers[0].headers["x-ratelimit-remaining-requests"] == "0"
+
+
+# --- what a run learns for the next one ----------------------------------------------------
+
+
+def judge_some(judge: LLMJudge) -> list[Judgment]:
+    async def judge_all() -> list[Judgment]:
+        try:
+            return list(await asyncio.gather(*(judge.judge(item) for item in ITEMS[:6])))
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(judge_all())
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_later_run_on_a_server_without_headers_does_not_wait_for_a_first_answer(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(HEADER_PACING_ENV, "1")
+    with running_stub_server(StubConfig(latency_ms=5)) as stub:
+        for run, waits in enumerate((True, False, False)):
+            reset_limiters()  # a new run: a new process's limiters
+            judge = judge_for(stub, provider)
+            assert judge.limiter.quota is not None
+            assert judge.limiter.quota.waits_for_first_answer is waits, f"run {run}"
+            assert all(j.scored for j in judge_some(judge))
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_server_with_headers_is_waited_for_at_every_run(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(HEADER_PACING_ENV, "1")
+    with running_stub_server(StubConfig(latency_ms=5, rpm_limit=1000)) as stub:
+        for run in range(2):
+            reset_limiters()
+            judge = judge_for(stub, provider)
+            assert judge.limiter.quota is not None
+            assert judge.limiter.quota.waits_for_first_answer, f"run {run}"
+            assert all(j.scored for j in judge_some(judge))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from juryflow.judges.providers import header_memory
 from juryflow.judges.providers.quota_headers import (
     CURRENT_OBSERVER,
     Quota,
@@ -20,6 +21,7 @@ from juryflow.judges.providers.quota_headers import (
     parse_reset_time,
     quotas_from_headers,
 )
+from juryflow.judges.providers.user_cache import cache_dir
 from juryflow.judges.ratelimit import (
     MARGIN_SECONDS,
     MAX_HOLD_SECONDS,
@@ -370,3 +372,33 @@ def test_a_loop_safe_event_wakes_waiters_on_other_loops() -> None:
         thread.join(10)
     assert sorted(woke) == ["t0", "t1", "t2"]
     asyncio.run(event.wait())  # set: returns at once
+
+
+def test_an_endpoint_that_sent_no_headers_is_not_waited_for_until_it_sends_some() -> None:
+    first = HeaderBudget(clock=Clock(), endpoint="openai|http://127.0.0.1:1/v1|m")
+    assert first.waits_for_first_answer
+    ticket = first.reserve(10)
+    ticket.observe([])  # answered without any budget
+    ticket.finish()
+    later = HeaderBudget(clock=Clock(), endpoint="openai|http://127.0.0.1:1/v1|m")
+    assert not later.waits_for_first_answer
+    assert HeaderBudget(
+        clock=Clock(), endpoint="openai|http://127.0.0.1:2/v1|m"
+    ).waits_for_first_answer
+    assert HeaderBudget(clock=Clock()).waits_for_first_answer  # no endpoint: nothing kept
+    # The server has begun to send budgets: the next run waits for what they say.
+    ticket = later.reserve(10)
+    ticket.observe([])
+    ticket.observe([requests(100, 99, 0.6)])
+    ticket.finish()
+    assert HeaderBudget(
+        clock=Clock(), endpoint="openai|http://127.0.0.1:1/v1|m"
+    ).waits_for_first_answer
+
+
+def test_what_an_endpoint_sends_is_kept_without_its_address() -> None:
+    endpoint = "openai|http://user:secret-pass@10.0.0.7:8000/v1|m"
+    ticket = HeaderBudget(clock=Clock(), endpoint=endpoint).reserve(1)
+    ticket.observe([])
+    text = (cache_dir() / header_memory.FILE_NAME).read_text()
+    assert "secret-pass" not in text and "10.0.0.7" not in text and "false" in text

@@ -200,6 +200,5 @@ def observe_response(headers: Mapping[str, str]) -> None:
     observer = CURRENT_OBSERVER.get()
     if observer is None:
         return
-    quotas = quotas_from_headers(headers, observer.sent_at)
-    if quotas:
-        observer.observe(quotas)
+    # Told even when there are none: that the endpoint sends none is news too.
+    observer.observe(quotas_from_headers(headers, observer.sent_at))

@@ -28,16 +28,16 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from juryflow.judges.providers.lean_post import RequestTemplate
+from juryflow.judges.providers.user_cache import cache_dir, read_cache_file, write_cache_file
 
-CACHE_DIR_ENV = "JURYFLOW_CACHE_DIR"
+__all__ = ["FILE_NAME", "cache_dir", "key_of", "lookup", "new_session", "remember", "usable"]
+
 FILE_NAME = "request-templates.json"
 FORMAT = 1
 """Bumped when what is stored, or how it is keyed, changes: older entries are not read."""
@@ -46,14 +46,6 @@ _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _OWN_VARIABLES = ("_API_KEY", "_BASE_URL", "_LOG")
 """The SDK's variables a stored request may be used beside: the key we pass explicitly,
 the base URL (part of the key) and logging."""
-
-
-def cache_dir() -> Path:
-    chosen = os.environ.get(CACHE_DIR_ENV)
-    if chosen:
-        return Path(chosen)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "juryflow"
 
 
 def usable(sdk_name: str, base_url: str | None) -> bool:
@@ -150,11 +142,8 @@ def _filled(entry: Mapping[str, Any], secrets: Sequence[str]) -> RequestTemplate
 
 
 def _read_all() -> dict[str, Any]:
-    try:
-        data = json.loads((cache_dir() / FILE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # no file yet, or one another version wrote: the SDK records anew
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else {}
+    # No file yet, or one another version wrote: the SDK records anew.
+    return read_cache_file(FILE_NAME, FORMAT)
 
 
 def lookup(key: str, secrets: Sequence[str]) -> RequestTemplate | None:
@@ -180,17 +169,7 @@ def remember(key: str, template: RequestTemplate, secrets: Sequence[str]) -> Non
     if requests.get(key) == entry:
         return
     requests[key] = entry
-    folder = cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        # Written whole and renamed: a run reading it meanwhile sees the old file or the new.
-        with tempfile.NamedTemporaryFile(
-            "w", dir=folder, prefix=".templates-", suffix=".json", delete=False, encoding="utf-8"
-        ) as out:
-            json.dump({"format": FORMAT, "requests": requests}, out)
-        os.replace(out.name, folder / FILE_NAME)
-    except OSError:
-        return
+    write_cache_file(FILE_NAME, FORMAT, {"requests": requests})
 
 
 def new_session(connections: int) -> Any:
