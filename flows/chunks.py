@@ -305,6 +305,26 @@ class ChunkRunner:
         else:
             fresh = await self._judge_in_rounds(items, index, by_item, early)
         new += fresh
+        # Off the event loop: a chunk's consensus held it for ~50 ms, with every call in
+        # flight waiting for its answer to be read.
+        consensus, skipped, audit = await asyncio.to_thread(self._consensus, items, by_item)
+        if skipped:
+            progress.emit(progress.Skipped(len(skipped)))
+        async with self.write_lock:
+            if self.closed:
+                return 0  # the run has ended: its status row is final, nothing lands after it
+            await _finish_even_if_cancelled(
+                asyncio.to_thread(self._write_chunk, items, new, consensus, skipped, audit)
+            )
+            del self.in_flight[index]
+        progress.report("items_done", len(items))
+        return len(items)
+
+    def _consensus(
+        self, items: list[Item], by_item: ByItem
+    ) -> tuple[list[Consensus], list[tuple[str, str, str]], list[str]]:
+        """Consensus rows, early stopping's (item, judge, reason) skips and audit items."""
+        early = self.early
         text_variable = self.plan.text_variable
         n_judges = len(self.plan.panel.judges)
         consensus: list[Consensus] = []
@@ -335,17 +355,7 @@ class ChunkRunner:
                     rule=self.chunk_rule,
                 )
             )
-        if skipped:
-            progress.emit(progress.Skipped(len(skipped)))
-        async with self.write_lock:
-            if self.closed:
-                return 0  # the run has ended: its status row is final, nothing lands after it
-            await _finish_even_if_cancelled(
-                asyncio.to_thread(self._write_chunk, items, new, consensus, skipped, audit)
-            )
-            del self.in_flight[index]
-        progress.report("items_done", len(items))
-        return len(items)
+        return consensus, skipped, audit
 
     def _write_chunk(
         self,
