@@ -60,6 +60,11 @@ TARGET_CPU_MS = 1.5
 TARGET_RATIO = 8.0
 TARGET_FIRST_CALL = 3.0
 PROFILE_SLICES = 25
+PREVIOUS_RELEASE = (
+    "the release before issue 27 (its own measurement of this job, running Prefect server): "
+    "judging phase 12.7-15.8 s, 39-49 % of ideal; CPU 2.3-2.8 ms/call, tree and Prefect "
+    "server; first call 3.6-4.9 s"
+)
 
 
 @dataclass(frozen=True)
@@ -540,12 +545,16 @@ def report(results: list[Measure], args: argparse.Namespace) -> None:
             )
         if m.calls != expected:
             print(f"note: {m.label} made {m.calls} requests for {expected} calls ({m.answered})")
+    print(f"\nbeside: {PREVIOUS_RELEASE}")
     if args.no_inspect:
         for m in results:
             print(
-                f"- {m.label}: judging phase {m.ideal_fraction(ideal):.1%} of ideal, CPU "
+                f"- {m.label}: judging phase {m.ideal_fraction(ideal):.1%} of ideal (>= 90 %: "
+                f"{verdict(m.ideal_fraction(ideal) >= TARGET_IDEAL)}), CPU "
                 f"{m.cpu_ms_per_call:.2f} ms/call ({m.cpu_with_server_ms_per_call:.2f} with the "
-                f"Prefect server), first call {m.first_call:.2f} s"
+                f"Prefect server, <= {TARGET_CPU_MS} ms: "
+                f"{verdict(m.cpu_with_server_ms_per_call <= TARGET_CPU_MS)}), first call "
+                f"{m.first_call:.2f} s (<= 3 s: {verdict(m.first_call <= TARGET_FIRST_CALL)})"
             )
         return
     inspect = results[-1]

@@ -69,6 +69,8 @@ def test_measure_sees_the_calls_and_the_whole_tree(tmp_path: Path) -> None:
     assert m.cpu_reaped >= 0.8 and m.cpu >= m.cpu_reaped
     assert m.peak_rss > 5 * 2**20
     assert m.max_in_flight == 1
+    # The in-flight profile, from the stand-in's counters: one call at a time.
+    assert len(m.in_flight) == bench.PROFILE_SLICES and max(m.in_flight) <= 1
 
 
 def test_a_failing_command_stops_the_bench_with_its_output(tmp_path: Path) -> None:
