@@ -48,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
+from juryflow.judges.providers import stored_requests
+
 INSPECT_TASK = Path(__file__).resolve().with_name("inspect_job.py")
 MODELS = (
     ("anthropic", "stub-spans-good"),
@@ -399,6 +401,9 @@ def main() -> None:
         panel = _common.write_stub_panel(tmp / "panel.yaml", base, base + "/v1", args.concurrency)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env["JURYFLOW_CACHE_DIR"] = str(tmp / "request-cache")
+        # The folder also notes servers without rate-limit headers: the file says whether
+        # the requests were recorded.
+        recorded = tmp / "request-cache" / stored_requests.FILE_NAME
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
         if args.chunk_size is not None:
             juryflow += ["--chunk-size", str(args.chunk_size)]
@@ -412,7 +417,7 @@ def main() -> None:
                     if args.first_run:
                         rows.insert(0, (worker_counts[0], "first"))
                     for workers, kind in rows:
-                        if kind == "lean" and not (tmp / "request-cache").exists():
+                        if kind == "lean" and not recorded.exists():
                             record_stored_requests(tmp, panel, server_env)
                         suffix = "" if kind == "lean" else f"-{kind}"
                         db = tmp / f"server-{workers}{suffix}.duckdb"
@@ -444,7 +449,7 @@ def main() -> None:
                             )
                         )
             if args.prefect in ("both", "ephemeral"):
-                if not (tmp / "request-cache").exists():
+                if not recorded.exists():
                     record_stored_requests(tmp, panel, env)
                 workers = worker_counts[-1]
                 db = tmp / "ephemeral.duckdb"
