@@ -321,7 +321,10 @@ class HeaderBudget:
                 self._sends_headers = sends
             now = self._clock()
             other_calls = len(self._outstanding) - 1
-            other_tokens = sum(a.tokens for s, a in self._outstanding.items() if s != seq)
+            # Summed only when there is a budget to correct: it walks every call in flight.
+            other_tokens = (
+                sum(a.tokens for s, a in self._outstanding.items() if s != seq) if sends else 0.0
+            )
             for quota in quotas:
                 known = self._levels.get(quota.dimension)
                 if known is not None and known.sent > call.sent:
