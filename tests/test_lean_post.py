@@ -10,10 +10,13 @@ hang past the timeout) becomes the same :class:`ProviderError` on both paths.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from juryflow.judges.providers import lean_post
 from juryflow.judges.providers.anthropic import AnthropicClient
@@ -190,3 +193,44 @@ def test_warm_builds_the_loops_client_before_any_call(provider: str) -> None:
         return before, after
 
     assert asyncio.run(run()) == (None, "aiohttp")
+
+
+# --- request bodies: orjson where it writes json's bytes, json everywhere else ---------------
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.sampled_from([0.0, -0.0, 1e-4, 1e-5, 1e15, 1e16, 1e20, 0.7, 2048.0])
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def json_bytes(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=5))
+def test_a_body_is_encoded_to_the_bytes_json_writes(body: dict[str, Any]) -> None:
+    try:
+        expected = json_bytes(body)
+    except UnicodeEncodeError:  # a lone surrogate: json's error, as before
+        with pytest.raises(UnicodeEncodeError):
+            lean_post.encode(body)
+        return
+    assert lean_post.encode(body) == expected
+
+
+def test_a_long_prompt_with_every_escape_is_encoded_as_json_does() -> None:
+    prompt = "".join(chr(c) for c in range(0x3000) if not 0xD800 <= c < 0xE000) * 3
+    body = {
+        "model": "m",
+        "max_tokens": 2048,
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": prompt + "\u2028\u2029\U0001f600"}],
+    }
+    assert lean_post.encode(body) == json_bytes(body)
