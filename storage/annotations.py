@@ -19,6 +19,7 @@ import duckdb
 from juryflow.maths import agreement
 from juryflow.storage.connection import StoreError
 from juryflow.storage.store import Store
+from juryflow.storage.store.base import has_table
 
 __all__ = [
     "GOLD_SOURCES",
@@ -124,12 +125,7 @@ _COLUMNS = (
 
 
 def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE NOT internal "
-        "AND database_name = current_database() AND schema_name = 'main' "
-        "AND table_name = 'annotations'"
-    ).fetchone()
-    return bool(row and row[0])
+    return has_table(con, "annotations")
 
 
 def _one_line(text: str, limit: int = 80) -> str:

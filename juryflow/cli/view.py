@@ -37,19 +37,17 @@ def _open_store(db: str | None) -> Store:
     """The store, checked to be a juryflow store with runs, or one line and exit 2."""
     from juryflow.storage.connection import StoreError
     from juryflow.storage.store import Store
+    from juryflow.storage.store.base import has_table
 
     store = Store(db)
     try:
         with store.read() as con:
-            has_runs = con.execute(
-                "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'runs' "
-                "AND database_name = current_database() AND schema_name = 'main'"
-            ).fetchone()
+            has_runs = has_table(con, "runs")
     except StoreError as error:
         fail(str(error))
     except duckdb.Error as error:
         fail(f"cannot read the store {store.path}: {type(error).__name__}: {error}")
-    if not has_runs or not has_runs[0]:
+    if not has_runs:
         fail(f"{store.path} holds no juryflow runs yet; run `juryflow run --db {store.path}` first")
     return store
 

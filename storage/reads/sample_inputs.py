@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from juryflow.maths.agreement import ItemSpans
 from juryflow.storage.store import Store
+from juryflow.storage.store.base import has_table
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -74,11 +75,7 @@ class JudgeSamples:
 def has_sample_tables(store: Store) -> bool:
     """The store has the samples' tables (a read-only store older than migration 14 has not)."""
     with store.read() as con:
-        row = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND table_name = 'judgment_samples'"
-        ).fetchone()
-    return bool(row and row[0])
+        return has_table(con, "judgment_samples")
 
 
 def _column(rows: dict[str, Any], name: str, dtype: Any) -> Any:
