@@ -19,15 +19,27 @@ from juryflow.maths.calibration import (
     CalibrationData,
     CalibrationResult,
     Difference,
+    Prediction,
     calibrate,
     word_ids,
 )
 from juryflow.maths.consensus import coverage
 from juryflow.maths.gold import PRF
 from juryflow.maths.group_bootstrap import LEVEL
+from juryflow.maths.judge_value import (
+    JudgeValue,
+    SubsetAdvice,
+    cheapest_subset,
+    leave_one_out,
+)
 from juryflow.maths.reducers import ConsensusRule
 from juryflow.storage.annotations import GoldSource
-from juryflow.storage.reads.analysis import CalibrationRows, RunNotFound, calibration_rows
+from juryflow.storage.reads.analysis import (
+    CalibrationRows,
+    RunNotFound,
+    calibration_rows,
+    judge_costs,
+)
 from juryflow.storage.store import CalibrationRecord, Store
 
 
@@ -161,6 +173,9 @@ def run_calibration(
     result = calibrate(data, default, folds=folds, seed=seed)
     rule = ConsensusRule.from_dict({**result.rule.to_dict(), "name": name})
     lossy = lossy_stop_dict(data, default, panel, run.quorum, folds, seed)
+    values = judge_values(data, default, result, folds, seed)
+    kept = predict_kept(result)
+    advice = cheapest_subset(data, kept, judge_costs(store, run.run_id), folds, seed)
     record = CalibrationRecord(
         name=name,
         created_at=datetime.now(UTC),
@@ -169,10 +184,65 @@ def run_calibration(
         folds=folds,
         group_column=rows.group_column,
         seed=seed,
-        report={**report_dict(result, rows.group_column, gold), "lossy_stop": lossy},
+        report={
+            **report_dict(result, rows.group_column, gold),
+            "lossy_stop": lossy,
+            "judges_added": [_judge_value(v) for v in values],
+            "subsets": _subsets(advice),
+        },
     )
     store.save_calibration(record)
     return result, record
+
+
+def judge_values(
+    data: CalibrationData, default: ConsensusRule, result: CalibrationResult, folds: int, seed: int
+) -> list[JudgeValue]:
+    """Leave one judge out of the kept rule's families (the default's where a part was not
+    kept), refitted on the calibration's own folds."""
+    choice = result.choice
+    if choice is None:
+        return []
+    keep_spans, keep_verdict = result.kept_parts
+    families = (
+        choice.spans.family if keep_spans else "default",
+        choice.verdict.family if keep_verdict else "default",
+    )
+    return leave_one_out(data, default, families, folds, seed)
+
+
+def predict_kept(result: CalibrationResult) -> Prediction:
+    """The kept rule's out-of-fold prediction, as the calibration scored it."""
+    assert result.kept_prediction is not None
+    return result.kept_prediction
+
+
+def _judge_value(v: JudgeValue) -> dict[str, Any]:
+    return {
+        "judge": v.judge_id,
+        "response": v.response,
+        "response_interval": list(v.response_interval),
+        "spans": v.spans,
+        "span_interval": None if v.span_interval is None else list(v.span_interval),
+    }
+
+
+def _subsets(advice: SubsetAdvice) -> dict[str, Any]:
+    def one(s: Any) -> dict[str, Any]:
+        return {
+            "size": s.size,
+            "judges": list(s.judges),
+            "response_f1": s.response_f1,
+            "cost": s.cost,
+            "within_noise": s.within_noise,
+        }
+
+    return {
+        "cost_unit": advice.cost_unit,
+        "best_f1": advice.best_f1,
+        "by_size": [one(s) for s in advice.subsets],
+        "cheapest": None if advice.cheapest is None else one(advice.cheapest),
+    }
 
 
 def _prf(prf: PRF | None, interval: tuple[float, float] | None = None) -> dict[str, Any] | None:

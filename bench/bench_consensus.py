@@ -89,7 +89,7 @@ def _verdict(task: str, label: str, report: dict[str, Any]) -> tuple[bool, str]:
     calibrated = next(p for p in predictors if p["kind"] == "calibrated")
     default = next(p for p in predictors if p["kind"] == "default")
     judges = [p for p in predictors if p["kind"] == "judge"]
-    versus_judge = report["differences"][-1] if len(report["differences"]) > 1 else None
+    versus_judge = report["differences"][1] if len(report["differences"]) > 1 else None
     checks: dict[str, list[str]] = {"default": [], "best judge": []}
     for family, key in (("response", "response"), ("spans", "span")):
         ours = _f1(calibrated[family])

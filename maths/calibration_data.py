@@ -123,9 +123,13 @@ def _marking_weights(data: CalibrationData, weights: FloatArray) -> tuple[FloatA
 def span_flags(data: CalibrationData, rule: ConsensusRule, quorum_ok: BoolArray) -> BoolArray:
     """Characters ``rule``'s span reducer marks, snapped, on items that reach the quorum."""
     name, param = rule.spans.name, rule.spans.param
-    ones = np.ones(len(data.judge_ids))
+    # A judge weighted 0 takes no part in a counted vote either (how a calibration leaves
+    # one out); union counts everyone.
+    voting = (rule.span_weight_vector(data.judge_ids) > 0).astype(np.float64)
     if name in ("majority", "at_least", "union"):
-        marked, answering = _marking_weights(data, ones)
+        marked, answering = _marking_weights(
+            data, np.ones(len(data.judge_ids)) if name == "union" else voting
+        )
         if name == "majority":
             flagged = marked * 2 > answering
         else:
@@ -156,10 +160,11 @@ def verdict_flags(
     answered = data.answered
     said = np.nan_to_num(data.verdicts, nan=0.0)
     name, param = rule.verdict.name, rule.verdict.param
+    voting = (rule.weight_vector(data.judge_ids) > 0)[:, None]
     if name == "majority":
-        out = said.sum(axis=0) * 2 > answered.sum(axis=0)
+        out = (said * voting).sum(axis=0) * 2 > (answered & voting).sum(axis=0)
     elif name == "at_least":
-        out = said.sum(axis=0) >= int(param or 1)
+        out = (said * voting).sum(axis=0) >= int(param or 1)
     elif name == "weighted":
         w = rule.weight_vector(data.judge_ids)[:, None]
         total = (w * answered).sum(axis=0)
@@ -176,9 +181,19 @@ def verdict_flags(
             1 + np.tanh(0.5 * rule.verdict_fit.log_odds(data.judge_ids, data.verdicts))
         )
         out = posterior > (0.5 if param is None else param)
+    elif name == "stacked":
+        assert rule.stack is not None
+        out = stacked_probability(data, rule) > (0.5 if param is None else param)
     else:
         raise ValueError(f"no calibration evaluator for verdict rule {name!r}")
     return np.asarray(out & quorum_ok)
+
+
+def stacked_probability(data: CalibrationData, rule: ConsensusRule) -> FloatArray:
+    """The ``stacked`` rule's probability of "flagged" per item."""
+    assert rule.stack is not None
+    log_odds = rule.stack.log_odds(data.judge_ids, data.verdicts, data.scores)
+    return np.asarray(0.5 * (1 + np.tanh(0.5 * log_odds)))
 
 
 def consensus_scores(data: CalibrationData, rule: ConsensusRule) -> FloatArray:
@@ -190,7 +205,8 @@ def consensus_scores(data: CalibrationData, rule: ConsensusRule) -> FloatArray:
         if rule.score.name == "mean":
             w = rule.weight_vector(data.judge_ids)[:, None] * ~np.isnan(s)
             return np.asarray((np.nan_to_num(s) * w).sum(axis=0) / w.sum(axis=0))
-        return np.asarray(np.nanmedian(s, axis=0))
+        voting = rule.weight_vector(data.judge_ids) > 0
+        return np.asarray(np.nanmedian(np.where(voting[:, None], s, np.nan), axis=0))
 
 
 def predict(data: CalibrationData, rule: ConsensusRule) -> Prediction:

@@ -365,7 +365,9 @@ def item_consensus(
         spans = spans_from_flags(flagged, votes, text)
     verdicts = np.asarray([bool(j.verdict) for j in scored], dtype=bool)
     score = reduce_score(rule, scores, weights)
-    ballot = Ballot(judge_ids, verdicts, weights, score, bool(spans), rule.verdict_fit)
+    ballot = Ballot(
+        judge_ids, verdicts, weights, score, bool(spans), rule.verdict_fit, scores, rule.stack
+    )
     hallucinated = decide_verdict(rule, ballot)
     # Judges agree something is wrong but not where: said apart, never turned into a span.
     majority_says = bool(verdicts.sum() * 2 > verdicts.size)

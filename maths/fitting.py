@@ -123,6 +123,10 @@ def fit_rule(
     verdict, no span answer) is left to its provisional rule's judgment at apply time.
     """
     fitted = rule
+    # A judge the rule weighs 0 takes no part, in the fit either (a calibration mutes a
+    # judge that only echoes another: counted twice, EM would take it for independent).
+    weights = rule.weight_vector(judge_ids)
+    judge_ids = [j for j, w in zip(judge_ids, weights, strict=True) if w > 0] or list(judge_ids)
     if rule.verdict.needs_fit and rule.verdict_fit is None:
         verdict_fit = _reliability(verdict_matrix(judgments_by_item, judge_ids), judge_ids)
         fitted = replace(fitted, verdict_fit=verdict_fit)

@@ -95,8 +95,9 @@ def earns_its_keep(
     incumbent: IntArray,
     groups: npt.ArrayLike,
     seed: int = 0,
+    margin: float = MARGIN_SE,
 ) -> bool:
-    """Does ``challenger`` beat ``incumbent`` on F1 by more than ``MARGIN_SE`` standard errors?
+    """Does ``challenger`` beat ``incumbent`` on F1 by more than ``margin`` standard errors?
 
     ``challenger`` and ``incumbent`` are (m, 3) per-item (tp, fp, fn) counts over the same
     items; the standard error of the F1 difference comes from a paired bootstrap that
@@ -115,7 +116,7 @@ def earns_its_keep(
     if weights is None:
         return False
     boot = _resampled_f1(weights, challenger) - _resampled_f1(weights, incumbent)
-    return observed > MARGIN_SE * float(np.std(boot))
+    return observed > margin * float(np.std(boot))
 
 
 def _percentiles(values: FloatArray) -> tuple[float, float]:

@@ -115,6 +115,56 @@ def _clip(p: float) -> float:
     return min(max(float(p), 1e-3), 1.0 - 1e-3)
 
 
+@dataclass(frozen=True, slots=True)
+class StackFit:
+    """A logistic regression over the judges' answers, fitted on human labels by
+    ``juryflow calibrate``: what the ``stacked`` verdict rule weighs each judge by.
+
+    Each judge's answer is one feature in [-1, 1] (``verdicts``: +1 flagged, -1 clean;
+    ``scores``: ``2 * score - 1``) and 0 where it gave none, so a silent judge pulls neither
+    way. Stored as coefficients so a re-aggregation and the viewer can show each judge's
+    weight; correlated judges share a weight instead of outvoting the rest.
+    """
+
+    intercept: float
+    coefficients: Mapping[str, float]
+    features: Literal["verdicts", "scores"] = "verdicts"
+
+    def log_odds(
+        self, judge_ids: Sequence[str], verdicts: npt.ArrayLike, scores: npt.ArrayLike | None
+    ) -> FloatArray:
+        """The model's log-odds of "flagged" for each column of ``(n_judges, n_units)``
+        answers (NaN: no answer); a judge the fit does not know has no say.
+
+        >>> fit = StackFit(-1.0, {"a": 2.0, "b": 0.5})
+        >>> fit.log_odds(["a", "b"], [[1, 0], [np.nan, 1]], None).tolist()
+        [1.0, -2.5]
+        """
+        source = verdicts if self.features == "verdicts" or scores is None else scores
+        x = np.asarray(source, dtype=np.float64).reshape(len(judge_ids), -1)
+        x = np.where(np.isnan(x), 0.0, 2.0 * x - 1.0)
+        coefficients = np.asarray([self.coefficients.get(j, 0.0) for j in judge_ids])
+        return np.asarray(self.intercept + coefficients @ x)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "intercept": self.intercept,
+            "coefficients": dict(self.coefficients),
+            "features": self.features,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StackFit:
+        features = str(data.get("features", "verdicts"))
+        if features not in ("verdicts", "scores"):
+            raise ValueError(f"unknown stacking features {features!r}")
+        return cls(
+            intercept=float(data["intercept"]),
+            coefficients={str(k): float(v) for k, v in data["coefficients"].items()},
+            features=features,  # type: ignore[arg-type]
+        )
+
+
 # ---------------------------------------------------------------------------- registries
 
 
@@ -190,10 +240,15 @@ def _weighted_quantile_low(values: FloatArray, weights: FloatArray, q: float) ->
 def _median(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
     """The median of the scores (the mean of the two middle ones on an even panel).
 
+    A judge weighted 0 takes no part (how a calibration leaves a judge out).
+
     >>> _median(np.array([0.0, 0.3, 1.0]), np.ones(3), None)
     0.3
+    >>> _median(np.array([0.0, 0.3, 1.0]), np.array([1.0, 0.0, 1.0]), None)
+    0.5
     """
-    return float(np.median(scores))
+    voting = scores[weights > 0]
+    return float(np.median(voting if voting.size else scores))
 
 
 @score_reducer("mean")
@@ -242,12 +297,14 @@ def _span_majority(
     covered: BoolArray, weights: FloatArray, param: float | None, judges: Sequence[str],
     fit: Reliability | None,
 ) -> BoolArray:  # fmt: skip
-    """Characters marked by strictly more than half of the answering span judges.
+    """Characters marked by strictly more than half of the answering span judges (a judge
+    weighted 0 takes no part).
 
     >>> _span_majority(np.array([[1, 1, 0], [1, 0, 0]], bool), np.ones(2), None, [], None)
     array([ True, False, False])
     """
-    return np.asarray(covered.sum(axis=0) * 2 > covered.shape[0])
+    voting = covered[weights > 0]
+    return np.asarray(voting.sum(axis=0) * 2 > voting.shape[0])
 
 
 @span_reducer("at_least", param="int", default=1)
@@ -260,7 +317,7 @@ def _span_at_least(
     >>> _span_at_least(np.array([[1, 1, 0], [1, 0, 1]], bool), np.ones(2), 2, [], None)
     array([ True, False, False])
     """
-    return np.asarray(covered.sum(axis=0) >= int(param or 1))
+    return np.asarray(covered[weights > 0].sum(axis=0) >= int(param or 1))
 
 
 @span_reducer("union")
@@ -333,26 +390,36 @@ class Ballot:
     has_spans: bool
     """The consensus has at least one span."""
     fit: Reliability | None = None
+    scores: FloatArray | None = None
+    """Each answering judge's own score (what ``stacked`` over scores reads)."""
+    stack: StackFit | None = None
 
 
 @verdict_rule("majority")
 def _verdict_majority(ballot: Ballot, param: float | None) -> bool:
     """Strictly more than half of the answering judges said hallucinated (a tie is clean).
 
+    A judge weighted 0 takes no part (how a calibration leaves a judge out).
+
     >>> _verdict_majority(_ballot([1, 1, 0, 0]), None)
     False
+    >>> _verdict_majority(_ballot([1, 1, 0, 0], weights=[1, 1, 0, 1]), None)
+    True
     """
-    return bool(ballot.verdicts.sum() * 2 > ballot.verdicts.size)
+    voting = ballot.weights > 0
+    return bool(ballot.verdicts[voting].sum() * 2 > voting.sum())
 
 
 @verdict_rule("at_least", param="int", default=1)
 def _verdict_at_least(ballot: Ballot, param: float | None) -> bool:
-    """At least K answering judges said hallucinated.
+    """At least K answering judges said hallucinated (a judge weighted 0 takes no part).
 
     >>> _verdict_at_least(_ballot([1, 0, 0]), 1)
     True
+    >>> _verdict_at_least(_ballot([1, 0, 0], weights=[0, 1, 1]), 1)
+    False
     """
-    return bool(ballot.verdicts.sum() >= int(param or 1))
+    return bool(ballot.verdicts[ballot.weights > 0].sum() >= int(param or 1))
 
 
 @verdict_rule("weighted", param="share", default=0.5)
@@ -403,6 +470,29 @@ def _verdict_dawid_skene(ballot: Ballot, param: float | None) -> bool:
     return bool(_sigmoid(ballot.fit.log_odds(ballot.judge_ids, votes))[0] > threshold)
 
 
+@verdict_rule("stacked", param="share", default=0.5)
+def _verdict_stacked(ballot: Ballot, param: float | None) -> bool:
+    """A logistic regression over the judges' answers, fitted by ``juryflow calibrate``,
+    gives a probability above T (default 0.5).
+
+    >>> fit = StackFit(-1.0, {"j0": 2.0, "j1": 0.5, "j2": 0.5})
+    >>> _verdict_stacked(_ballot([1, 0, 0], stack=fit), 0.5), _verdict_stacked(
+    ...     _ballot([0, 1, 1], stack=fit), 0.5)
+    (False, False)
+    >>> _verdict_stacked(_ballot([1, 1, 0], stack=fit), 0.5)
+    True
+    """
+    if ballot.stack is None:
+        raise RuleError(
+            "verdict=stacked needs coefficients fitted on labels: use a calibration from "
+            "`juryflow calibrate` (--calibration NAME)"
+        )
+    votes = ballot.verdicts.astype(np.float64)[:, None]
+    scores = None if ballot.scores is None else ballot.scores.astype(np.float64)[:, None]
+    log_odds = ballot.stack.log_odds(ballot.judge_ids, votes, scores)
+    return bool(_sigmoid(log_odds)[0] > (0.5 if param is None else param))
+
+
 def _ballot(
     verdicts: Sequence[int],
     weights: Sequence[float] | None = None,
@@ -410,6 +500,7 @@ def _ballot(
     has_spans: bool = False,
     ids: tuple[str, ...] | None = None,
     fit: Reliability | None = None,
+    stack: StackFit | None = None,
 ) -> Ballot:
     """A ballot for the doctests."""
     n = len(verdicts)
@@ -420,6 +511,7 @@ def _ballot(
         score=score,
         has_spans=has_spans,
         fit=fit,
+        stack=stack,
     )
 
 
@@ -520,6 +612,8 @@ class ConsensusRule:
     verdict_fit: Reliability | None = None
     span_fit: Reliability | None = None
     name: str | None = None
+    stack: StackFit | None = None
+    """The ``stacked`` verdict rule's fitted logistic regression."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ConsensusRule:
@@ -535,13 +629,13 @@ class ConsensusRule:
         data = dict(data or {})
         allowed = (
             "score", "spans", "verdict", "weights", "span_weights", "name", "verdict_fit",
-            "span_fit",
+            "span_fit", "stack",
         )  # fmt: skip
         unknown = [k for k in data if k not in allowed]
         if unknown:
             raise RuleError(
                 f"consensus: unknown key(s) {', '.join(map(str, unknown))}; "
-                "keys are score, spans, verdict, weights, span_weights, name"
+                "keys are score, spans, verdict, weights, span_weights, name, stack"
             )
         return cls(
             score=RuleRef.parse("score", data.get("score") or DEFAULT_SCORE),
@@ -552,6 +646,7 @@ class ConsensusRule:
             verdict_fit=_fit(data.get("verdict_fit")),
             span_fit=_fit(data.get("span_fit")),
             name=data.get("name"),
+            stack=_stack(data.get("stack")),
         )
 
     @classmethod
@@ -575,6 +670,8 @@ class ConsensusRule:
             data[key] = value.strip()
             # A fit belongs to the rule it was made for: a new verdict or span rule drops it.
             data.pop(f"{'span' if key == 'spans' else key}_fit", None)
+            if key == "verdict":
+                data.pop("stack", None)
         data.pop("name", None)
         return cls.from_dict(data)
 
@@ -592,6 +689,8 @@ class ConsensusRule:
             data["verdict_fit"] = self.verdict_fit.to_dict()
         if self.span_fit is not None:
             data["span_fit"] = self.span_fit.to_dict()
+        if self.stack is not None:
+            data["stack"] = self.stack.to_dict()
         if self.name:
             data["name"] = self.name
         return data
@@ -603,6 +702,11 @@ class ConsensusRule:
         if self.span_weights:
             text += " · span weights " + ", ".join(
                 f"{k}={v:g}" for k, v in self.span_weights.items()
+            )
+        if self.stack is not None:
+            stack = self.stack
+            text += f" · stacked on {stack.features}: intercept {stack.intercept:.2f}, " + (
+                ", ".join(f"{k}={v:.2f}" for k, v in stack.coefficients.items())
             )
         return f"{text} (calibration {self.name})" if self.name else text
 
@@ -673,6 +777,17 @@ def _weights(key: str, weights: Any) -> dict[str, float]:
     return checked
 
 
+def _stack(data: Any) -> StackFit | None:
+    if data is None or isinstance(data, StackFit):
+        return data
+    try:
+        return StackFit.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RuleError(
+            "a stored stacking fit is malformed; calibrate again (`juryflow calibrate`)"
+        ) from None
+
+
 def _fit(data: Any) -> Reliability | None:
     if data is None or isinstance(data, Reliability):
         return data
@@ -710,4 +825,6 @@ def decide_verdict(rule: ConsensusRule, ballot: Ballot) -> bool:
         raise RuleError("resolve verdict 'auto' against the panel first (ConsensusRule.resolve)")
     if ballot.fit is None and rule.verdict_fit is not None:
         ballot = replace(ballot, fit=rule.verdict_fit)
+    if ballot.stack is None and rule.stack is not None:
+        ballot = replace(ballot, stack=rule.stack)
     return bool(rule.verdict.entry.fn(ballot, rule.verdict.param))

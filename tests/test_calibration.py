@@ -122,10 +122,10 @@ def test_calibrated_rule_beats_majority_and_matches_the_best_judge_out_of_fold()
     assert len(result.fold_rules) == 5
 
 
-def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
+def test_a_panel_follows_its_best_judge_unless_a_rule_does_better() -> None:
     """With one near-perfect judge and two coin flips, no combination can beat the judge: the
-    calibrated verdict follows it (a tie, never a lucky rule that loses out of fold) and says
-    so. With three equal, independent judges, the vote beats each of them and is kept."""
+    calibrated verdict follows it (a tie keeps the simpler rule). With three equal,
+    independent judges, the vote beats each of them and is kept."""
     data = synthetic(seed=5)
     rng = np.random.default_rng(11)
     gold = data.gold_verdict > 0.5
@@ -133,9 +133,10 @@ def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
     coins = (rng.random((2, data.n_items)) < 0.5).astype(np.float64)
     lopsided = CalibrationData(**{**data.__dict__, "verdicts": np.vstack([sharp, coins])})
     result = calibrate(lopsided, ConsensusRule.from_dict({"verdict": "majority"}), folds=5)
-    calibrated, judge = result.results[0].scored, result.results[2].scored
-    assert calibrated.response.f1 == pytest.approx(judge.response.f1)
-    assert any("follows good alone" in note for note in result.notes)
+    calibrated = result.results[0].scored
+    judge = next(r.scored for r in result.results if r.name == "good")
+    assert calibrated.response.f1 >= judge.response.f1 - 0.01
+    assert result.choice is not None and result.choice.follows == "good"
 
     equal = np.stack(
         [np.where(rng.random(data.n_items) < 0.8, gold, ~gold) for _ in range(3)]
@@ -144,7 +145,7 @@ def test_a_panel_follows_its_best_judge_unless_a_rule_earns_its_keep() -> None:
     result = calibrate(panel, ConsensusRule.from_dict({"verdict": "majority"}), folds=5)
     best_judge = max(r.scored.response.f1 for r in result.results if r.kind == "judge")
     assert result.results[0].scored.response.f1 > best_judge
-    assert not any("alone" in note for note in result.notes)
+    assert result.choice is not None and result.choice.follows is None
 
 
 def test_earns_its_keep_needs_a_margin_beyond_noise() -> None:

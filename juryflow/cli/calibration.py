@@ -65,6 +65,41 @@ def _lossy_line(lossy: dict[str, Any]) -> str:
     )
 
 
+def _judges_added_table(values: list[dict[str, Any]]) -> Table:
+    """Leave one judge out: what each judge adds to the kept rule, out of fold."""
+    table = Table(
+        title="What each judge adds: the kept rule's out-of-fold F1 with the judge minus "
+        "without it (refitted without it on each training fold)",
+        title_justify="left",
+    )
+    for column in ("judge", "response F1", "span F1"):
+        table.add_column(column, justify="left" if column == "judge" else "right")
+    for v in sorted(values, key=lambda v: -v["response"]):
+        table.add_row(
+            plain(v["judge"]),
+            _delta(v["response"], v["response_interval"]),
+            _delta(v["spans"], v["span_interval"]),
+        )
+    return table
+
+
+def _subset_line(subsets: dict[str, Any]) -> str:
+    """The cheapest subset of judges within noise of the best, in one line."""
+    cheapest = subsets.get("cheapest")
+    if cheapest is None:
+        return "cheapest subset: none within noise of the best (fewer than two judges)"
+    unit = subsets["cost_unit"]
+    cost = (
+        f"${cheapest['cost']:.4f} an item"
+        if unit == "USD"
+        else f"{cheapest['cost']:g} calls an item"
+    )
+    return (
+        f"cheapest subset within noise of the best (F1 {subsets['best_f1']:.3f}): the majority of "
+        f"{', '.join(cheapest['judges'])} — F1 {cheapest['response_f1']:.3f} out of fold, {cost}"
+    )
+
+
 def calibrate_command(
     run_id: RunArgument = None,
     name: Annotated[
@@ -95,7 +130,8 @@ def calibrate_command(
     gold: GoldOption = "dataset",
 ) -> None:
     """Choose the consensus rule from human labels by nested grouped cross-validation: the
-    panel's default rule stays unless another beats it beyond noise in every fold.
+    procedure's choice is kept where its out-of-fold F1 beats the panel's default rule; says
+    what each judge adds and the cheapest subset of judges within noise of the best.
 
     Needs at least 5 labelled items per fold (25 with the default 5 folds): label more
     dataset rows, or annotate items with `juryflow view` and pass --gold annotations."""
@@ -148,6 +184,10 @@ def calibrate_command(
                 f"{_delta(d['spans'], d['span_interval'])}"
             )
         )
+    if report.get("judges_added"):
+        console.print(_judges_added_table(report["judges_added"]))
+    if report.get("subsets"):
+        console.print(plain(_subset_line(report["subsets"])))
     if report.get("lossy_stop"):
         console.print(plain(_lossy_line(report["lossy_stop"])))
     console.print(plain(f"stored as calibration {record.name!r}: {result.rule}"))

@@ -729,3 +729,18 @@ def calibration_rows(
         gold_hallucinated=gold_h,
         gold_spans=data.gold_spans,
     )
+
+
+JUDGE_COSTS_SQL = """
+SELECT judge_id, sum(cost_usd) / count(DISTINCT item_id) AS per_item
+FROM judgments WHERE run_id = ? AND cost_usd IS NOT NULL
+GROUP BY judge_id HAVING sum(cost_usd) > 0
+"""
+
+
+def judge_costs(store: Store, run_id: str) -> dict[str, float]:
+    """USD per item each priced judge cost in RUN (its cached answers at the price of the
+    call that made them: what keeping the judge costs); unpriced judges are absent."""
+    with store.read() as con:
+        rows = con.execute(JUDGE_COSTS_SQL, [run_id]).fetchall()
+    return {str(judge): float(cost) for judge, cost in rows}
