@@ -18,10 +18,11 @@ earlier candidate: the default, then one judge alone, then the rules combining j
 
 What is stored (:func:`calibrate`): where the procedure's out-of-fold F1 beats the
 default's (span F1 for the span part, response F1 for the verdict part; a tie keeps the
-default), the choice made the same way on **all** labelled items; else the default's part. Never worse than the
-default is so measured on the procedure, out of fold. Folds that choose different rules
-are reported (a tally), never a veto: two good rules picked by two folds are no evidence
-against calibrating. Whether the gain over the default is beyond noise is said in a note.
+default), the choice made the same way on **all** labelled items; else the default's part.
+Never worse than the default is so measured on the procedure, out of fold. Folds that
+choose different rules are reported (a tally), never a veto: two good rules picked by two
+folds are no evidence against calibrating. Whether the gain over the default is beyond
+noise is said in a note.
 """
 
 from __future__ import annotations

@@ -98,9 +98,7 @@ def test_stacking_with_equal_judges_is_the_majority(rows: list[list[float]], c: 
 def test_at_least_one_is_the_union_of_verdicts(rows: list[list[float]]) -> None:
     verdicts = np.asarray(rows, dtype=np.float64)
     rule = ConsensusRule(verdict=RuleRef("verdict", "at_least", 1.0))
-    union = [
-        None if np.isnan(col).all() else bool(np.nansum(col) > 0) for col in verdicts.T
-    ]
+    union = [None if np.isnan(col).all() else bool(np.nansum(col) > 0) for col in verdicts.T]
     assert _item_verdicts(rule, verdicts) == union
     said = predict(_data(verdicts), rule).verdict
     assert said.tolist() == [bool(u) for u in union]
@@ -179,9 +177,7 @@ def test_dawid_skene_per_run_is_stored_unfitted_and_refitted_on_each_run() -> No
     everything = np.ones(data.n_items, dtype=bool)
     base = ConsensusRule().resolve(False)
     per_run = [
-        c
-        for c in verdict_candidates(data, base, base, everything, PER_RUN)
-        if c.family == PER_RUN
+        c for c in verdict_candidates(data, base, base, everything, PER_RUN) if c.family == PER_RUN
     ]
     assert per_run and all(c.refit_per_run and c.rule.verdict_fit is not None for c in per_run)
     # A fit made over this run's verdicts alone: the labels play no part in it.
