@@ -53,6 +53,8 @@ def _unrunnable(stored: dict[str, Any]) -> list[str]:
     """Why the stored copy of a panel cannot be run as it is (nothing: it can)."""
     reasons: list[str] = []
     for judge in stored.get("judges", []):
+        if judge.get("provider") == "recorded":
+            reasons.append(f"judge {judge.get('id')} is recorded (imported), never called")
         if judge.get("prompt_text") is not None:
             reasons.append(f"judge {judge.get('id')}'s prompt file is stored as its text")
         if judge.get("headers") or MASK in str(judge.get("base_url") or ""):

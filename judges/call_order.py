@@ -4,7 +4,7 @@ own order. One place, so that a run and ``juryflow calibrate`` (which replays it
 
 from __future__ import annotations
 
-from juryflow.judges.panel import JudgeSpec, PanelSpec
+from juryflow.judges.panel import UNCALLED_PROVIDERS, JudgeSpec, PanelSpec
 from juryflow.judges.pricing import price_for
 from juryflow.maths.early_stop import ordered
 
@@ -14,8 +14,8 @@ prompt, so an output token weighs a tenth of its share of the call."""
 
 
 def price_per_call(spec: JudgeSpec, panel: PanelSpec) -> float:
-    if spec.provider == "offline":
-        return 0.0
+    if spec.provider in UNCALLED_PROVIDERS:
+        return 0.0  # a detector, or a recorded judge: no call to pay for
     price = price_for(spec.model or "", panel.prices)
     if price is None:
         return float("inf")  # unknown: called last, as if the dearest

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from juryflow.judges.base import Judge
 from juryflow.judges.keys import resolve_api_key
-from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.panel import RECORDED_REFUSAL, JudgeSpec, PanelSpec, Price
 from juryflow.judges.providers.base import ModelClient
 
 
@@ -31,6 +31,8 @@ def build_client(spec: JudgeSpec) -> ModelClient:
 
 
 def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> Judge:
+    if spec.provider == "recorded":
+        raise ValueError(f"judge {spec.id!r}: {RECORDED_REFUSAL}")
     if spec.provider == "offline":
         from juryflow.judges.detectors.registry import get_detector
         from juryflow.judges.offline import OfflineJudge
@@ -50,6 +52,9 @@ def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> J
 
 
 def check_keys(panel: PanelSpec) -> None:
-    """Raise MissingKeyError for the first judge whose key is unavailable, before any call."""
+    """Raise MissingKeyError for the first judge whose key is unavailable, before any call
+    (ValueError for a recorded judge, which nothing can call)."""
     for spec in panel.judges:
+        if spec.provider == "recorded":
+            raise ValueError(f"judge {spec.id!r}: {RECORDED_REFUSAL}")
         resolve_api_key(spec)

@@ -12,6 +12,11 @@ A panel file is YAML (the keys below are the user-facing contract)::
 ``prompt`` is a catalogue name (``prompts/catalog.yaml``) or the path of a prompt file,
 relative to the panel file's folder; a file prompt declares ``output`` (``score`` or
 ``spans``) and, for spans, ``span_variable`` when its spans do not point into ``response``.
+
+A ``recorded`` judge is one whose answers were made elsewhere and imported with ``juryflow
+import`` (:mod:`juryflow.analysis.recorded_import`): it has no prompt and no client, is never
+called, and sits only in the panels stored with imported runs (a panel file that names one
+is refused by :func:`load_panel`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,17 @@ if TYPE_CHECKING:
     from juryflow.maths.reducers import ConsensusRule
     from juryflow.prompts.loader import PromptTemplate
 
-ProviderName = Literal["offline", "anthropic", "openai"]
+ProviderName = Literal["offline", "anthropic", "openai", "recorded"]
+
+UNCALLED_PROVIDERS = frozenset({"offline", "recorded"})
+"""Providers with no API key and no model client: offline detectors, recorded judges."""
+
+RECORDED_REFUSAL = (
+    "provider 'recorded' names a judge whose answers were imported with `juryflow import`: "
+    "juryflow cannot call it. To judge with it, give it a provider that calls a model "
+    "(anthropic or openai, with model and prompt) or an offline detector; to analyse its "
+    "imported answers, run `juryflow agreement RUN` on the imported run"
+)
 
 RESERVED_JUDGE_IDS = frozenset({"consensus", "gold"})
 """Judge ids the analysis views use for rows of their own (compared case-insensitively)."""
@@ -212,6 +227,8 @@ class JudgeSpec(BaseModel):
 
     @model_validator(mode="after")
     def _provider_fields(self) -> JudgeSpec:
+        if self.provider == "recorded":
+            return self._recorded_fields()
         if self.provider == "offline":
             if not self.detector:
                 raise ValueError(f"judge {self.id!r}: an offline judge needs 'detector'")
@@ -240,6 +257,32 @@ class JudgeSpec(BaseModel):
                     )
         return self
 
+    def _recorded_fields(self) -> JudgeSpec:
+        """A recorded judge declares what it answered with (``output``), nothing to call."""
+        called = [
+            name
+            for name in ("prompt", "detector", "base_url", "api_key_env", "api_key_secret")
+            if getattr(self, name) is not None
+        ]
+        if self.batch:
+            called.append("batch")
+        if called:
+            raise ValueError(
+                f"judge {self.id!r}: a recorded judge is never called, so it takes no "
+                f"{', '.join(repr(c) for c in called)}; remove them"
+            )
+        return self
+
+    @property
+    def output_kind(self) -> Literal["score", "spans"]:
+        """What the judge answers with: spans for a detector, its ``output`` for a recorded
+        judge (score when unset), its prompt's for an LLM judge (raises PromptError)."""
+        if self.provider == "offline":
+            return "spans"
+        if self.provider == "recorded":
+            return self.output or "score"
+        return self.template().output_kind
+
     @property
     def prompt_file(self) -> bool:
         """The prompt is a file's text (carried in ``prompt_text``), not a catalogue name."""
@@ -260,7 +303,7 @@ class JudgeSpec(BaseModel):
 
     @property
     def key_env(self) -> str | None:
-        if self.provider == "offline":
+        if self.provider in UNCALLED_PROVIDERS:
             return None
         return self.api_key_env or DEFAULT_API_KEY_ENV[self.provider]
 
@@ -287,7 +330,7 @@ class JudgeSpec(BaseModel):
             # Stored with the run by name: the reducer its judgments were reduced by.
             from juryflow.maths.samples.reducers import resolve_sample_reducer
 
-            data["sample_reducer"] = resolve_sample_reducer(None, self.template().output_kind)
+            data["sample_reducer"] = resolve_sample_reducer(None, self.output_kind)
         if self.base_url is not None:
             data["base_url"] = redact_url(self.base_url)
         return data
@@ -384,11 +427,8 @@ class PanelSpec(BaseModel):
 
     @property
     def all_span_judges(self) -> bool:
-        """Every judge answers with spans (offline detectors and span prompts)."""
-        return all(
-            j.provider == "offline" or (j.prompt and j.template().output_kind == "spans")
-            for j in self.judges
-        )
+        """Every judge answers with spans (offline detectors, span prompts, recorded spans)."""
+        return all(j.output_kind == "spans" for j in self.judges)
 
     def consensus_rule(self) -> ConsensusRule:
         """The panel's consensus rule, with ``verdict: auto`` resolved for its judges."""
@@ -410,7 +450,7 @@ class PanelSpec(BaseModel):
 
     def uses_batch(self, spec: JudgeSpec) -> bool:
         """Whether ``spec``'s calls go through its provider's batch API in this panel."""
-        if spec.provider == "offline":
+        if spec.provider in UNCALLED_PROVIDERS:
             return False
         return spec.batch if spec.batch is not None else self.batch
 
@@ -496,7 +536,11 @@ def load_panel(path: str | Path | None) -> PanelSpec:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise PanelError(f"{file}: not valid YAML{where}: {problem}") from None
     _refuse_prompt_text(data, str(file))
-    return parse_panel(data, str(file), base_dir=file.resolve().parent)
+    panel = parse_panel(data, str(file), base_dir=file.resolve().parent)
+    recorded = [spec.id for spec in panel.judges if spec.provider == "recorded"]
+    if recorded:
+        raise PanelError(f"{file}: judge {recorded[0]!r}: {RECORDED_REFUSAL}")
+    return panel
 
 
 def _refuse_prompt_text(data: Any, source: str) -> None:

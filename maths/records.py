@@ -13,7 +13,9 @@ from typing import Literal
 OutputKind = Literal["score", "spans"]
 """What a judge returns: a 0-1 score, or a list of flagged spans (whose score is 1 if any)."""
 
-MatchKind = Literal["exact", "repeat", "normalized", "fuzzy", "ambiguous", "unmatched", "detector"]
+MatchKind = Literal[
+    "exact", "repeat", "normalized", "fuzzy", "ambiguous", "unmatched", "detector", "recorded"
+]
 """How a span was located in the judged text.
 
 - ``exact``: the first occurrence of the judge's string, character for character;
@@ -24,7 +26,8 @@ MatchKind = Literal["exact", "repeat", "normalized", "fuzzy", "ambiguous", "unma
   meant; anchored to the first for display, but it casts no vote in the consensus (a guess
   must not vote as if it were certain);
 - ``unmatched``: not found; stored but left out of the consensus;
-- ``detector``: produced with offsets by an offline detector, nothing to anchor.
+- ``detector``: produced with offsets by an offline detector, nothing to anchor;
+- ``recorded``: imported with its offsets (``juryflow import``), nothing to anchor.
 """
 
 VERDICT_THRESHOLD = 0.5

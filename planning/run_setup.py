@@ -120,7 +120,11 @@ class RunPlan:
         for template in self.templates:
             if template.span_variable:
                 return template.span_variable
-        return "response" if "response" in self.needed_variables else self.needed_variables[-1]
+        for judge in self.panel.judges:
+            if judge.provider == "recorded":  # imported: its text is stored as the response
+                return judge.span_variable or "response"
+        needed = self.needed_variables
+        return "response" if "response" in needed or not needed else needed[-1]
 
 
 def with_early_stop(
@@ -681,6 +685,11 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
     run = store.get_run(run_id)
     if run is None:
         raise RunSetupError(f"--resume {run_id}: no such run in {store.path}")
+    if run.kind == "import":
+        raise RunSetupError(
+            f"--resume {run_id}: an imported run (`juryflow import`) has nothing to resume: "
+            "its judges are recorded and cannot be called"
+        )
     if run.kind != "evaluate":
         raise RunSetupError(f"--resume {run_id}: a {run.kind} run cannot be resumed")
     if (run.parameters or {}).get("shards"):

@@ -36,7 +36,7 @@ def check_sampling(panel: PanelSpec) -> None:
     for spec in panel.judges:
         if spec.sample_reducer is not None and spec.provider != "offline":
             try:
-                kind = spec.template().output_kind
+                kind = spec.output_kind
             except PromptError:
                 continue  # the panel's prompt check names it
             try:
