@@ -1,16 +1,20 @@
 """A run's row: created, marked running, finished (on a lake, with the snapshot it completed
-at), read."""
+at), read; or, for an imported run, written whole with its rows in one transaction."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
+from juryflow.maths.records import Consensus, Item, Judgment
+from juryflow.storage.datasets import RowError
 from juryflow.storage.store.base import StoreBase
 from juryflow.storage.store.records import _RUN_COLUMNS, _RUN_FIELDS, RunRecord, _run_from_row
+from juryflow.storage.store.writes import insert_run_rows
 
 
 def _completed_message(run_id: str) -> str:
@@ -47,6 +51,26 @@ class RunsMixin(StoreBase):
                 run.dataset_fingerprint,
             ],
         )
+
+    def write_completed_run(
+        self,
+        run: RunRecord,
+        items: Sequence[Item],
+        judgments: Sequence[Judgment],
+        consensus: Sequence[Consensus],
+        errors: Sequence[RowError] = (),
+    ) -> None:
+        """A run made whole elsewhere (``juryflow import``), in one transaction: its row,
+        items, judgments, consensus and row errors, marked completed. A failure leaves no
+        trace of it, not even the run's row."""
+
+        def _body(con: duckdb.DuckDBPyConnection) -> None:
+            self.insert_run_in(con, run)
+            insert_run_rows(con, run.run_id, items, judgments, consensus, errors)
+            self.complete_run_in(con, run.run_id)
+
+        self.transact(_body, f"write run {run.run_id}")
+        self.record_finished_snapshot(run.run_id)
 
     def mark_running(self, run_id: str, flow_run_id: str | None = None) -> None:
         def _body(con: duckdb.DuckDBPyConnection) -> None:

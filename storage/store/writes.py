@@ -110,6 +110,33 @@ def _insert_audit(con: duckdb.DuckDBPyConnection, run_id: str, audit: Sequence[s
     _append(con, "audit_items", table)
 
 
+def insert_run_rows(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    items: Sequence[Item],
+    judgments: Sequence[Judgment],
+    consensus: Sequence[Consensus],
+    errors: Sequence[RowError] = (),
+) -> None:
+    """A whole run's items, judgments, consensus and row errors, with their span sets,
+    inside the caller's transaction (an import writes its run so: all of it or nothing)."""
+    if items:
+        _insert_items(con, run_id, items)
+    judge_sets = _insert_judgments(con, run_id, judgments) if judgments else None
+    consensus_sets = _insert_consensus(con, run_id, consensus) if consensus else None
+    _record_span_sets(con, run_id, items, judge_sets, consensus_sets)
+    if errors:
+        table = pa.table(
+            {
+                "run_id": pa.array([run_id] * len(errors), pa.string()),
+                "row_number": pa.array([e.row_number for e in errors], pa.int32()),
+                "item_id": pa.array([e.item_id for e in errors], pa.string()),
+                "error": pa.array([e.error for e in errors], pa.string()),
+            }
+        )
+        _append(con, "row_errors", table)
+
+
 class WritesMixin(StoreBase):
     def insert_items(self, run_id: str, items: Sequence[Item]) -> None:
         if items:
