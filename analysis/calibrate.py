@@ -1,7 +1,7 @@
 """`juryflow calibrate RUN`: choose a consensus rule from a labelled run, store it by name.
 
 Wiring only: rows from :mod:`juryflow.storage.reads.analysis`, maths in
-:mod:`juryflow.maths.calibration`, the
+:mod:`juryflow.maths.calibration.procedure`, the
 stored record in :mod:`juryflow.storage.store`. Applying it: ``juryflow run --calibration NAME`` or
 ``juryflow reaggregate RUN --calibration NAME``.
 """
@@ -15,7 +15,13 @@ import numpy as np
 
 from juryflow.analysis.lossy_calibration import lossy_stop_dict
 from juryflow.judges.panel import parse_panel
-from juryflow.maths.calibration import (
+from juryflow.maths.calibration.judge_value import (
+    JudgeValue,
+    SubsetAdvice,
+    cheapest_subset,
+    leave_one_out,
+)
+from juryflow.maths.calibration.procedure import (
     CalibrationData,
     CalibrationResult,
     Difference,
@@ -26,12 +32,6 @@ from juryflow.maths.calibration import (
 from juryflow.maths.consensus import coverage
 from juryflow.maths.gold import PRF
 from juryflow.maths.group_bootstrap import LEVEL
-from juryflow.maths.judge_value import (
-    JudgeValue,
-    SubsetAdvice,
-    cheapest_subset,
-    leave_one_out,
-)
 from juryflow.maths.reducers import ConsensusRule
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.reads.analysis import (

@@ -10,7 +10,7 @@ from typing import Any
 
 from juryflow.judges.call_order import calling_order
 from juryflow.judges.panel import PanelSpec
-from juryflow.maths.calibration_data import CalibrationData
+from juryflow.maths.calibration.data import CalibrationData
 from juryflow.maths.early_stop import first_round_size, refusal
 from juryflow.maths.lossy_stop import AGREEMENT_GRID, lossy_report
 from juryflow.maths.reducers import ConsensusRule

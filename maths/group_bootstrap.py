@@ -3,7 +3,7 @@
 Items of one source (the responses of six generators to one question, one article) are
 not independent, so every resampling here draws whole **groups** with replacement (a
 cluster bootstrap), from the ``(m, 3)`` per-item (tp, fp, fn) counts of
-:mod:`juryflow.maths.calibration_data`. The same draws serve the two uses:
+:mod:`juryflow.maths.calibration.data`. The same draws serve the two uses:
 
 - :func:`earns_its_keep`: does a challenger beat an incumbent on F1 by more than
   ``MARGIN_SE`` bootstrap standard errors of the paired difference? (How calibration

@@ -20,8 +20,7 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-from juryflow.maths.calibration import grouped_folds
-from juryflow.maths.calibration_data import (
+from juryflow.maths.calibration.data import (
     BoolArray,
     CalibrationData,
     IntArray,
@@ -30,6 +29,7 @@ from juryflow.maths.calibration_data import (
     span_counts,
     verdict_counts,
 )
+from juryflow.maths.calibration.procedure import grouped_folds
 from juryflow.maths.group_bootstrap import difference_interval, f1_of
 from juryflow.maths.records import Judgment
 from juryflow.maths.reducers import ConsensusRule

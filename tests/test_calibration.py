@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import juryflow.maths.calibration
-import juryflow.maths.calibration_data
+import juryflow.maths.calibration.candidates
+import juryflow.maths.calibration.data
+import juryflow.maths.calibration.procedure
 import juryflow.maths.group_bootstrap
-from juryflow.maths.calibration import (
+from juryflow.maths.calibration.procedure import (
     CalibrationData,
     calibrate,
     grouped_folds,
@@ -33,8 +34,9 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 def test_doctests_pass() -> None:
     attempted = 0
     for module in (
-        juryflow.maths.calibration,
-        juryflow.maths.calibration_data,
+        juryflow.maths.calibration.procedure,
+        juryflow.maths.calibration.candidates,
+        juryflow.maths.calibration.data,
         juryflow.maths.group_bootstrap,
     ):
         result = doctest.testmod(module)
@@ -149,7 +151,7 @@ def test_a_panel_follows_its_best_judge_unless_a_rule_does_better() -> None:
 
 
 def test_earns_its_keep_needs_a_margin_beyond_noise() -> None:
-    from juryflow.maths.calibration import earns_its_keep
+    from juryflow.maths.calibration.procedure import earns_its_keep
 
     groups = np.asarray([f"g{i // 4}" for i in range(80)], dtype=object)
     right, wrong = np.array([1, 0, 0]), np.array([0, 0, 1])
@@ -172,7 +174,7 @@ def test_a_fold_is_never_scored_by_a_rule_fitted_on_it() -> None:
     scrambled = CalibrationData(**{**data.__dict__, "gold_verdict": scrambled_gold})
     # Fit on folds 1-3 only: identical training data, so identical rules and predictions.
     train = folds != 0
-    from juryflow.maths.calibration import fit_on
+    from juryflow.maths.calibration.procedure import fit_on
 
     base = ConsensusRule.from_dict({"verdict": "spans"})
     a = predict(data, fit_on(data, base, train))

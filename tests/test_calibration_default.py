@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from juryflow.maths import calibration as cal
-from juryflow.maths.calibration import Candidate, Choice, calibrate, choose, grouped_folds
-from juryflow.maths.calibration_data import (
+from juryflow.maths.calibration import procedure as cal
+from juryflow.maths.calibration.data import (
     CalibrationData,
     Prediction,
     judge_prediction,
     predict,
     score,
 )
+from juryflow.maths.calibration.procedure import Candidate, Choice, calibrate, choose, grouped_folds
 from juryflow.maths.reducers import ConsensusRule
 from tests.conftest import SHARED_DATA
 from tests.test_calibration import synthetic

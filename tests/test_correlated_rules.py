@@ -8,7 +8,7 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from juryflow.maths.calibration_candidates import (
+from juryflow.maths.calibration.candidates import (
     ALONE,
     COUNTED,
     PER_RUN,
@@ -19,9 +19,9 @@ from juryflow.maths.calibration_candidates import (
     fit_stack,
     verdict_candidates,
 )
-from juryflow.maths.calibration_data import CalibrationData, predict
+from juryflow.maths.calibration.data import CalibrationData, predict
+from juryflow.maths.calibration.judge_value import cheapest_subset, leave_one_out
 from juryflow.maths.consensus import item_consensus
-from juryflow.maths.judge_value import cheapest_subset, leave_one_out
 from juryflow.maths.records import Judgment
 from juryflow.maths.reducers import ConsensusRule, RuleRef, StackFit
 
@@ -189,7 +189,7 @@ def test_dawid_skene_per_run_is_stored_unfitted_and_refitted_on_each_run() -> No
 def test_the_cheapest_subset_within_noise_of_the_best_is_named() -> None:
     data = _labelled(5, 600)
     best = predict(data, ConsensusRule(verdict=RuleRef("verdict", "majority"))).verdict
-    from juryflow.maths.calibration_data import Prediction
+    from juryflow.maths.calibration.data import Prediction
 
     advice = cheapest_subset(data, Prediction(best, np.zeros(0, dtype=bool)), folds=3)
     assert advice.cost_unit == "calls"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from juryflow.analysis.calibrate import calibration_data
 from juryflow.flows.evaluate import evaluate
-from juryflow.maths.calibration_data import CalibrationData
+from juryflow.maths.calibration.data import CalibrationData
 from juryflow.maths.lossy_stop import close_enough, lossy_report, span_agreement, stoppable
 from juryflow.maths.records import Judgment, Span
 from juryflow.maths.reducers import ConsensusRule

@@ -1,7 +1,7 @@
 """Choose a panel's consensus rule from human labels, judged by nested cross-validation.
 
 ``juryflow calibrate`` gives this module a labelled run's judgments
-(:class:`~juryflow.maths.calibration_data.CalibrationData`). What decides is the
+(:class:`~juryflow.maths.calibration.data.CalibrationData`). What decides is the
 **out-of-fold score of the procedure**: on each outer fold (sources grouped), the rule is
 chosen on the other folds alone and applied to the held-out one. That figure is compared
 with the panel's default rule and with "follow the judge that is best on the training
@@ -9,7 +9,7 @@ folds", by the same paired bootstrap that resamples whole sources
 (:mod:`juryflow.maths.group_bootstrap`), and printed beside every single judge.
 
 How the procedure chooses on some training items (:func:`choose`), spans first, then
-verdicts: every candidate of :mod:`juryflow.maths.calibration_candidates` (the default
+verdicts: every candidate of :mod:`juryflow.maths.calibration.candidates` (the default
 first; counted votes with K chosen; reliability-weighted votes; Dawid–Skene refitted on
 each run; consensus-score thresholds; stacking; the best subset of m judges; each judge
 alone) is scored by an **inner** grouped cross-validation inside the training items, its
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from juryflow.maths.calibration_candidates import (
+from juryflow.maths.calibration.candidates import (
     COUNTED,
     SCORED,
     SHARES,
@@ -44,7 +44,7 @@ from juryflow.maths.calibration_candidates import (
     span_candidates,
     verdict_candidates,
 )
-from juryflow.maths.calibration_data import (
+from juryflow.maths.calibration.data import (
     BoolArray,
     CalibrationData,
     IntArray,

@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from juryflow.maths.calibration_data import (
+from juryflow.maths.calibration.data import (
     BoolArray,
     CalibrationData,
     FloatArray,
@@ -80,7 +80,7 @@ class Candidate:
 def echoes(data: CalibrationData) -> tuple[str, ...]:
     """Judges whose every verdict, score and marked character equals an earlier judge's.
 
-    >>> from juryflow.maths.calibration_data import CalibrationData
+    >>> from juryflow.maths.calibration.data import CalibrationData
     >>> v = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
     >>> echoes(_verdicts_only(v, ("a", "b", "c")))
     ('b',)

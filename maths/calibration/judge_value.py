@@ -24,15 +24,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from juryflow.maths.calibration import (
+from juryflow.maths.calibration.candidates import echoes, greedy_subsets, subset_rule
+from juryflow.maths.calibration.data import BoolArray, CalibrationData, Prediction, predict, score
+from juryflow.maths.calibration.procedure import (
     INNER_FOLDS,
     Counts,
     choose,
     grouped_folds,
     out_of_fold,
 )
-from juryflow.maths.calibration_candidates import echoes, greedy_subsets, subset_rule
-from juryflow.maths.calibration_data import BoolArray, CalibrationData, Prediction, predict, score
 from juryflow.maths.reducers import ConsensusRule
 
 

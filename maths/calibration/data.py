@@ -1,6 +1,7 @@
 """A labelled run flattened onto one character axis, and what a consensus rule predicts on it.
 
-:mod:`juryflow.maths.calibration` chooses rules; this module holds what it chooses them on:
+:mod:`juryflow.maths.calibration.procedure` chooses rules; this module holds what it
+chooses them on:
 :class:`CalibrationData` (judges' verdicts, scores and marked characters with the human
 labels), :func:`predict` (a rule's verdicts and characters, vectorised), and the per-item
 counts the F1 of a verdict or a span prediction sums over.
