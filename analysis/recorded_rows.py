@@ -399,7 +399,7 @@ def _read_wide(reader: _Reader, number: int, row: Mapping[str, Any], item: Recor
     if problem:
         raise CellError(problem)
     for judge, value in answers:
-        verdict = reader.polarity.is_positive(value, f"judge {judge!r}'s verdict")
+        verdict = reader.polarity.is_positive(value, f"judge {judge!r}: verdict")
         reader.answer(number, item, _Answer(judge, None, verdict, None, None, value))
 
 

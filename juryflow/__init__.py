@@ -12,6 +12,7 @@ The Python API, the command line's twin (``juryflow run ...`` is ``juryflow.run(
     store.consensus(run.run_id, to="pandas")   # one row per item
     store.agreement(run.run_id).pairs_table()  # Cohen's kappa, span F1 per judge pair
     store.reaggregate(run.run_id, consensus=["spans=at_least:2"])
+    juryflow.import_judgments("log.jsonl", db="evals.duckdb", judges_map="judges")  # recorded
     store.compare(run.run_id, baseline="20261124-...")
 
 In the repository this folder, ``juryflow/``, holds the face (this API, the command line,
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from juryflow.analysis.agreement_report import AgreementReport
-    from juryflow.api import JuryStore, Run, estimate, open_store, run
+    from juryflow.api import JuryStore, Run, estimate, import_judgments, open_store, run
     from juryflow.flows.runtime.interrupts import RunInterrupted
     from juryflow.maths.regression_stats import Thresholds
 
@@ -40,6 +41,7 @@ __all__ = [
     "Thresholds",
     "__version__",
     "estimate",
+    "import_judgments",
     "open_store",
     "run",
 ]
@@ -51,6 +53,7 @@ _HOMES = {
     "RunInterrupted": "juryflow.flows.runtime.interrupts",
     "Thresholds": "juryflow.maths.regression_stats",
     "estimate": "juryflow.api",
+    "import_judgments": "juryflow.api",
     "open_store": "juryflow.api",
     "run": "juryflow.api",
 }

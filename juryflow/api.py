@@ -299,6 +299,18 @@ def run(
     return Run(str(summary["run_id"]), store, summary)
 
 
+def import_judgments(path: str | Path, *, db: str | Path | None = None, **options: Any) -> Run:
+    """Judgments made elsewhere as a run of the store, calling no model (``juryflow import
+    FILE``). ``options`` are :class:`~juryflow.analysis.recorded_rows.ImportOptions`' fields,
+    e.g. ``judges_map="judges_valid", label_column="human_valid", positive="false"``."""
+    from juryflow.analysis.recorded_import import import_recorded
+    from juryflow.analysis.recorded_rows import ImportOptions
+    from juryflow.storage.store import Store
+
+    result = import_recorded(Store(db), Path(path), ImportOptions(**options))
+    return Run(result.run_id, result.db, result.as_dict())
+
+
 def estimate(
     dataset: str | Path | None = None,
     panel: str | Path | None = None,

@@ -33,6 +33,7 @@ def test_the_api_is_small_documented_and_loads_lazily() -> None:
         "Thresholds",
         "__version__",
         "estimate",
+        "import_judgments",
         "open_store",
         "run",
     }

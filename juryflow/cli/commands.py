@@ -409,7 +409,7 @@ _register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
 
 from juryflow.cli.runs import register as _register_runs  # noqa: E402
 
-_register_runs(app)  # `runs` and `export`
+_register_runs(app)  # `runs`, `export` and `import`
 
 from juryflow.cli.view import register as _register_view  # noqa: E402
 

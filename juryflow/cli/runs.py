@@ -1,14 +1,16 @@
-"""`juryflow runs` and `juryflow export`, and the run-id lookup every command that takes a
-RUN shares (exact id or unique prefix).
+"""`juryflow runs`, `juryflow export` and `juryflow import` (runs out of the store and into
+it), and the run-id lookup every command that takes a RUN shares (exact id or unique prefix).
 
-Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
+Registered on the main app by :func:`register` (``juryflow/cli/commands.py``). `import` sits
+here, beside its inverse `export`: this folder holds the fifteen modules the house allows.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import duckdb
 import typer
@@ -16,6 +18,9 @@ import typer
 from juryflow.terminal import output
 from juryflow.terminal.output import terminal_console
 from juryflow.terminal.tables import FitTable
+
+if TYPE_CHECKING:
+    from juryflow.analysis.recorded_import import ImportResult
 
 console = terminal_console()
 err = terminal_console(stderr=True)
@@ -169,7 +174,188 @@ def export_command(
     )
 
 
+def _column(help_text: str, *names: str) -> Any:
+    return typer.Option(*names, metavar="COLUMN", help=help_text)
+
+
+SHOWN_BAD_ROWS = 20
+"""Bad rows listed one a line before an import is refused; the rest are counted."""
+
+
+def _print_bad_rows(errors: list[Any], unit: str, shown: int = SHOWN_BAD_ROWS) -> None:
+    for error in errors[:shown]:
+        err.print(output.plain(f"  {unit} {error.row_number}: {error.error}", one_line=True),
+                  soft_wrap=True)  # fmt: skip
+    if len(errors) > shown:
+        err.print(output.plain(f"  … and {len(errors) - shown} more"), soft_wrap=True)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'s' * (number != 1)}"
+
+
+def _next_commands(result: ImportResult) -> list[tuple[str, str]]:
+    """The commands that read the imported run, each with what it shows."""
+    db = shlex.quote(result.db)
+    commands = [
+        (f"juryflow agreement {result.run_id} --db {db}", "how far the judges agree, and how "
+         "right they are against the human labels"),
+        (f"juryflow calibrate {result.run_id} --db {db}", "the consensus rule the human labels "
+         "choose, scored out of fold"),
+        (f"juryflow view --db {db} --open", "each item with every judge's answer"),
+    ]  # fmt: skip
+    return commands if result.labelled else [commands[0], commands[2]]
+
+
+def import_command(
+    file: Annotated[
+        str,
+        typer.Argument(metavar="FILE", help="JSONL, CSV or Parquet file of recorded judgments."),
+    ],
+    judge: Annotated[
+        list[str] | None,
+        _column("Wide: a column holding one judge's verdicts (repeatable).", "--judge"),
+    ] = None,
+    judges: Annotated[
+        str | None, _column("Wide: a column holding {judge: verdict} per row.", "--judges")
+    ] = None,
+    judge_column: Annotated[
+        str | None,
+        _column("Long (a row per item and judge): the judge's column.", "--judge-column"),
+    ] = None,
+    verdict_column: Annotated[
+        str | None, _column("Long: the verdict's column.", "--verdict-column")
+    ] = None,
+    score_column: Annotated[
+        str | None, _column("Long: a 0-1 score's column (1: the positive class).", "--score-column")
+    ] = None,
+    spans_column: Annotated[
+        str | None,
+        _column(
+            "Long: flagged spans, a list of \\[start, end] character offsets into --text or of "
+            "quotes to find in it.",
+            "--spans-column",
+        ),
+    ] = None,
+    sample_column: Annotated[
+        str | None,
+        _column(
+            "Long: the sample index (several answers of a judge on an item).", "--sample-column"
+        ),
+    ] = None,
+    id_: Annotated[
+        str | None, _column("The item id (default: 'id' if present, else the row).", "--id")
+    ] = None,
+    row_ids: Annotated[
+        bool,
+        typer.Option("--row-ids", help="Wide: number the items by row (for ids that repeat)."),
+    ] = False,
+    group: Annotated[
+        str | None,
+        _column("The items' group or source (calibration's folds keep one together).", "--group"),
+    ] = None,
+    text: Annotated[
+        str | None,
+        _column(
+            "The judged text (stored as 'response'; default: 'response' if present).", "--text"
+        ),
+    ] = None,
+    context: Annotated[
+        list[str] | None, _column("Another text column to keep (repeatable).", "--context")
+    ] = None,
+    label: Annotated[str | None, _column("The human label.", "--label")] = None,
+    label_spans: Annotated[
+        str | None,
+        _column("The human labels' spans: \\[start, end] offsets into --text.", "--label-spans"),
+    ] = None,
+    positive: Annotated[
+        str,
+        typer.Option(
+            metavar="VALUE",
+            help="The label's and verdicts' value that stands for the positive class (what a "
+            "flagged, 'hallucinated' verdict means), e.g. false for a column 'valid'.",
+        ),
+    ] = "true",
+    threshold: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="A score at or above it is a flagged verdict."),
+    ] = 0.5,
+    quorum: Annotated[
+        int | None, typer.Option(min=1, help="Judges that must answer (default: a majority).")
+    ] = None,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-rows", help="Import the other rows (default: a bad row refuses the file)."
+        ),
+    ] = False,
+    suite: Annotated[str | None, typer.Option(help="Suite name (default: FILE:recorded).")] = None,
+    db: DbOption = None,
+    format_: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Import judgments made elsewhere (another tool's log, annotators' labels) as a run,
+    calling no model: agreement, disagreements, calibrate, reaggregate, view and SQL work on
+    it. Wide files have a row per item (--judge / --judges), long ones a row per item and
+    judge (--judge-column). A bad row refuses the whole file unless --skip-bad-rows."""
+    from juryflow.analysis.recorded_import import BadRows, import_recorded
+    from juryflow.analysis.recorded_rows import ImportOptions, RecordedImportError
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.datasets import DatasetError
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        fail("--format must be table or json")
+    options = ImportOptions(
+        judge_columns=tuple(judge or ()), judges_map=judges, judge_column=judge_column,
+        verdict_column=verdict_column, score_column=score_column, spans_column=spans_column,
+        sample_column=sample_column, id_column=id_, row_ids=row_ids, group_column=group,
+        text_column=text, context_columns=tuple(context or ()), label_column=label,
+        label_spans_column=label_spans, positive=positive, threshold=threshold, quorum=quorum,
+        skip_bad_rows=skip_bad_rows, suite=suite,
+    )  # fmt: skip
+    try:
+        result = import_recorded(Store(db), Path(file), options)
+    except BadRows as error:
+        _print_bad_rows(error.errors, error.unit)
+        fail(str(error))
+        return
+    except (RecordedImportError, DatasetError, StoreError) as error:
+        fail(str(error))
+        return
+    except duckdb.Error as error:
+        fail(f"cannot write the imported run to the store: {type(error).__name__}: {error}")
+        return
+    commands = _next_commands(result)
+    if format_ == "json":
+        payload = {**result.as_dict(), "next": [command for command, _ in commands]}
+        console.file.write(output.dump_json(payload) + "\n")
+        return
+    if result.skipped:
+        err.print(
+            output.plain(
+                f"warning: {len(result.skipped)} bad {result.unit}s skipped (--skip-bad-rows; "
+                "kept in row_errors):", "yellow", one_line=True,
+            ),
+            soft_wrap=True,
+        )  # fmt: skip
+        _print_bad_rows(list(result.skipped), result.unit, 5)
+    console.print(
+        output.plain(
+            f"imported run {result.run_id}: {_count(result.items, 'item')}, "
+            f"{_count(result.judges, 'judge')}, {_count(result.judgments, 'judgment')}, "
+            f"{_count(result.labelled, 'labelled item')} ({result.seconds:.1f} s; "
+            f"consensus {result.consensus})",
+            one_line=True,
+        ),
+        soft_wrap=True,
+    )
+    console.print("\nNext:")
+    for command, what in commands:
+        console.print(output.plain(f"  {command}   # {what}", one_line=True), soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `runs` and `export` to the juryflow command line."""
+    """Add `runs`, `export` and `import` to the juryflow command line."""
     app.command("runs")(runs_command)
     app.command("export")(export_command)
+    app.command("import")(import_command)
