@@ -112,6 +112,16 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "calibrate",
     ),
     "juryflow reaggregate RUN --calibration mine": ("tests/test_calibration.py", "--calibration"),
+    # README "Recorded judgments: juryflow import": the command as shown (test_import checks
+    # the README still shows it), then agreement and calibrate on an imported run
+    "juryflow import ../shared/data/realjudges/code_feedback.jsonl --judges judges_valid "
+    "--label human_valid --positive false --group source_id --text feedback --row-ids "
+    "--db feedback.duckdb": (
+        "tests/test_import.py",
+        "def test_code_feedback_imports_as_the_readme_says",
+    ),
+    "juryflow agreement RUN --db feedback.duckdb": ("tests/test_import.py", '"agreement", run_id'),
+    "juryflow calibrate RUN --db feedback.duckdb": ("tests/test_import.py", '"calibrate", run_id'),
     "juryflow run DATASET --panel PANEL --calibration mine": (
         "tests/test_calibration.py",
         "--calibration",
