@@ -198,12 +198,22 @@ class JuryStore:
         )
 
 
+def _sealed(db: str | Path | None) -> str | Path | None:
+    """A catalog password written in ``db`` moved to the environment before any flow sees
+    ``db`` (:func:`juryflow.storage.lake.attach.seal`)."""
+    if isinstance(db, str) and db.startswith("ducklake:"):
+        from juryflow.storage.lake.attach import seal
+
+        return seal(db)
+    return db
+
+
 def open_store(db: str | Path | None = None) -> JuryStore:
     """The store at ``db`` (default: ``$JURYFLOW_DB`` or ``./juryflow.duckdb``), which must
     exist; :func:`run` creates one."""
     from juryflow.storage.store import Store
 
-    store = Store(db)
+    store = Store(_sealed(db))
     if not store.exists():
         raise FileNotFoundError(
             f"no juryflow store at {store.path}: give db=, or make one with juryflow.run(db=...)"
@@ -258,7 +268,7 @@ def run(
     from juryflow.storage.datasets import DEFAULT_MAX_CHARS
     from juryflow.storage.store import Store
 
-    store = str(Store(db).path)
+    store = str(Store(_sealed(db)).path)
     source = None if dataset is None else str(dataset)
     panel_file = None if panel is None else str(panel)
     check_selection(limit, sample)
@@ -307,7 +317,7 @@ def import_judgments(path: str | Path, *, db: str | Path | None = None, **option
     from juryflow.analysis.recorded_rows import ImportOptions
     from juryflow.storage.store import Store
 
-    result = import_recorded(Store(db), Path(path), ImportOptions(**options))
+    result = import_recorded(Store(_sealed(db)), Path(path), ImportOptions(**options))
     return Run(result.run_id, result.db, result.as_dict())
 
 

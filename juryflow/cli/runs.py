@@ -25,12 +25,25 @@ if TYPE_CHECKING:
 console = terminal_console()
 err = terminal_console(stderr=True)
 
+
+def _sealed_db(value: str | None) -> str | None:
+    """A catalog password typed in ``--db`` goes to this process's environment at once, so
+    that no flow parameter, log line or artifact made from ``--db`` holds it."""
+    if value is None or not value.startswith("ducklake:"):
+        return value
+    from juryflow.storage.lake.attach import seal
+
+    return seal(value)
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
         help="Store: a DuckDB file, or a DuckLake as ducklake:postgres:'dbname=... host=...' "
-        "(default: $JURYFLOW_DB or ./juryflow.duckdb).",
+        "(default: $JURYFLOW_DB or ./juryflow.duckdb). A catalog password may be written "
+        "password=${VAR}, read from the environment variable VAR.",
+        callback=_sealed_db,
     ),
 ]
 """``--db``, as every command that reads a store takes it."""

@@ -36,6 +36,10 @@ CACHE_ENV = "JURYFLOW_CACHE_DIR"
 CatalogKind = Literal["postgres", "duckdb"]
 # libpq's password=VALUE, quoted or not; messages must never show it.
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# ``${NAME}``: a part of ``--db`` read from the environment when the lake is attached.
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SEALED_PASSWORD_ENV = "JURYFLOW_LAKE_PASSWORD"
+"""Where :func:`seal` keeps a catalog password given literally in ``--db``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +64,64 @@ class LakeTarget:
     @property
     def shown(self) -> str:
         """The catalog as messages may show it: a PostgreSQL password is masked."""
-        return _PASSWORD.sub(r"\1***", self.catalog)
+        # A ${NAME} reference is no secret, and what a flow needs to find the password.
+        return _PASSWORD.sub(
+            lambda m: m.group(0) if _PLACEHOLDER.fullmatch(m.group(2)) else f"{m.group(1)}***",
+            self.catalog,
+        )
 
     @property
     def attach_path(self) -> str:
-        """The string DuckDB's ATTACH takes for this catalog."""
+        """The string DuckDB's ATTACH takes for this catalog, ``${NAME}`` parts read from
+        the environment (a libpq-quoted value); StoreError naming a variable that is unset."""
         if self.kind == "postgres":
-            return f"{LAKE_PREFIX}{POSTGRES_PREFIX}{self.catalog}"
+            return f"{LAKE_PREFIX}{POSTGRES_PREFIX}{_resolve(self.catalog)}"
         return f"{LAKE_PREFIX}{self.catalog}"
+
+
+def _libpq_quoted(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def _resolve(conninfo: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        found = os.environ.get(name)
+        if found is None:
+            raise StoreError(
+                f"--db names ${{{name}}} but the environment has no {name}: export it (the "
+                "catalog's password, kept out of the command line and Prefect's records)"
+            )
+        return _libpq_quoted(found)
+
+    return _PLACEHOLDER.sub(value, conninfo)
+
+
+def seal(db: str | None) -> str | None:
+    """``--db`` with a catalog password given literally moved to this process's environment
+    (``$JURYFLOW_LAKE_PASSWORD``, which the flows it starts and their child processes
+    inherit) and written ``password=${JURYFLOW_LAKE_PASSWORD}``: the text that then reaches
+    Prefect's parameters, logs and artifacts holds no secret. Anything else is returned as is.
+
+    >>> import os
+    >>> seal("ducklake:postgres:dbname=x password='p w' host=h")
+    'ducklake:postgres:dbname=x password=${JURYFLOW_LAKE_PASSWORD} host=h'
+    >>> os.environ[SEALED_PASSWORD_ENV]
+    'p w'
+    >>> seal("ducklake:postgres:dbname=x password=${PGPW}")  # already a reference
+    'ducklake:postgres:dbname=x password=${PGPW}'
+    """
+    if db is None or not is_lake_target(db):
+        return db
+    found = _PASSWORD.search(db)
+    if found is None or _PLACEHOLDER.fullmatch(found.group(2)):
+        return db
+    token = found.group(2)
+    if token.startswith("'") and token.endswith("'") and len(token) >= 2:
+        token = re.sub(r"\\(.)", r"\1", token[1:-1])
+    os.environ[SEALED_PASSWORD_ENV] = token
+    return f"{db[: found.start(2)]}${{{SEALED_PASSWORD_ENV}}}{db[found.end(2) :]}"
 
 
 def is_lake_target(text: str) -> bool:
