@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from juryflow.storage.connection import StoreError, StoreMissingError, connect
+from juryflow.storage.connection import StoreError, StoreMissingError, connect, duckdb_config
 from juryflow.storage.lake.attach import LakeTarget, lake_data_path, open_lake
 from juryflow.storage.lake.object_store import is_remote
 
@@ -261,7 +261,9 @@ def _open_lake_at(target: LakeTarget, snapshot: int | None) -> duckdb.DuckDBPyCo
     # and a different one would only be refused by DuckLake.
     reading = dataclasses.replace(target, data_path=None)
     try:
-        return open_lake(reading, read_only=True, snapshot=snapshot)
+        # The file store's memory limit too: a plain in-memory DuckDB would take 80 % of
+        # the machine for one DISTINCT.
+        return open_lake(reading, read_only=True, snapshot=snapshot, config=duckdb_config())
     except StoreError as error:
         if snapshot is not None and "No snapshot found at version" in str(error):
             raise SnapshotExpiredError(snapshot) from None

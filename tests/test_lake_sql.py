@@ -684,3 +684,22 @@ def test_the_readme_s_reader_role_reads_the_lake_and_nothing_else(
         assert refused.returncode != 0 and says in refused.stderr, (attempt, refused.stderr)
     other = psql(pg_server, reader, "postgres", "SELECT 1;")
     assert other.returncode != 0 and "permission denied for database" in other.stderr
+
+
+def test_sql_on_a_lake_has_the_file_store_s_memory_limit(lake: Lake, tmp_path: Path) -> None:
+    """Issue 44, point 8: a lake's `sql` ran with DuckDB's 80 % of the machine (18.8 GiB),
+    a file's with the store's 256 MB; a 30 M-row DISTINCT took 1.47 GB on the lake."""
+    statement = "SELECT current_setting('memory_limit')"
+    on_lake = csv_rows(lake, statement)[1:]
+    file_store = tmp_path / "file.duckdb"
+    Store(file_store).migrate()
+    result = CliRunner().invoke(
+        app, ["sql", statement, "--db", str(file_store), "--format", "csv"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    on_file = list(csv.reader(io.StringIO(result.stdout)))[1:]
+    assert on_lake == on_file and "GiB" not in on_lake[0][0], (on_lake, on_file)
+    # ... and it holds: a query that needs more than that is stopped, not served.
+    line = refused_line(sql(lake, "SELECT count(DISTINCT i) FROM range(30000000) t(i)"))
+    assert "memory" in line.lower(), line

@@ -393,6 +393,14 @@ def sql(
             f"({reason})"
         )
         return
+    except duckdb.OutOfMemoryException as error:
+        # DuckDB's message goes on for a dozen lines of advice that does not apply here.
+        reason = str(error).splitlines()[0]
+        fail(
+            f"the query needs more memory than juryflow sql allows ({reason}); narrow it "
+            "(a WHERE on run_id, a LIMIT) or raise $JURYFLOW_DUCKDB_MEMORY_LIMIT"
+        )
+        return
     except duckdb.Error as error:  # DuckDB's own message says what is wrong with the SQL
         fail(f"{type(error).__name__}: {error}")
         return
