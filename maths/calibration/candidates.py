@@ -36,6 +36,7 @@ from juryflow.maths.calibration.data import (
     BoolArray,
     CalibrationData,
     FloatArray,
+    char_votes,
     verdict_counts,
     verdict_flags,
 )
@@ -291,7 +292,7 @@ def span_candidates(
         for k in range(1, len(data.judge_ids) + 1)
     ]  # fmt: skip
     scope = (train & data.span_labelled)[data.char_item]
-    votes = np.where(data.span_answered[:, data.char_item], data.covered.astype(float), np.nan)
+    votes = char_votes(data)
     fit = supervised_fit(votes, data.gold_chars, scope, data.judge_ids, skip)
     fit = Reliability(
         {k: v for k, v in fit.sensitivity.items() if k in span_ids},

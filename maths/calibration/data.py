@@ -19,7 +19,9 @@ answer on an item counts as flagging nothing there.
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -113,12 +115,49 @@ def snap(data: CalibrationData, flagged: BoolArray) -> BoolArray:
     return np.asarray(flagged | ((words >= 0) & hit[words]))
 
 
+_CACHES: dict[int, tuple[weakref.ref[CalibrationData], dict[object, Any]]] = {}
+
+
+def _cache(data: CalibrationData) -> dict[object, Any]:
+    """What has been computed on ``data`` (kept beside it, not in it: the records are
+    rebuilt from their fields); dropped with ``data``. A calibration scores hundreds of
+    candidates over the same characters, most of them sharing their judges' weights."""
+    key = id(data)
+    entry = _CACHES.get(key)
+    if entry is None or entry[0]() is not data:
+        ref = weakref.ref(data, lambda _ref, key=key: _CACHES.pop(key, None))  # type: ignore[misc]
+        entry = (ref, {})
+        _CACHES[key] = entry
+    return entry[1]
+
+
 def _marking_weights(data: CalibrationData, weights: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per character: weight of the judges marking it, weight of those that answered."""
     w = np.where(data.span_judge, weights, 0.0)
-    marked = w @ data.covered.astype(np.float64)
-    answering = (w[:, None] * data.span_answered).sum(axis=0)[data.char_item]
-    return marked, answering
+    cache = _cache(data)
+    key = ("marking", w.tobytes())
+    if key not in cache:
+        if "covered" not in cache:
+            cache["covered"] = data.covered.astype(np.float64)
+        marked = w @ cache["covered"]
+        answering = (w[:, None] * data.span_answered).sum(axis=0)[data.char_item]
+        cache[key] = (marked, answering)
+    found: tuple[FloatArray, FloatArray] = cache[key]
+    return found
+
+
+def char_votes(data: CalibrationData) -> FloatArray:
+    """(n, c) each span judge's vote on each character: 1 marked, 0 not, NaN no span answer
+    on that character's item (score judges: NaN)."""
+    cache = _cache(data)
+    if "votes" not in cache:
+        votes = np.where(
+            data.span_answered[:, data.char_item], data.covered.astype(np.float64), np.nan
+        )
+        votes[~data.span_judge] = np.nan
+        cache["votes"] = votes
+    found: FloatArray = cache["votes"]
+    return found
 
 
 def span_flags(data: CalibrationData, rule: ConsensusRule, quorum_ok: BoolArray) -> BoolArray:
@@ -143,11 +182,7 @@ def span_flags(data: CalibrationData, rule: ConsensusRule, quorum_ok: BoolArray)
     elif name == "dawid_skene":
         fit = rule.span_fit
         assert fit is not None
-        votes = np.where(
-            data.span_answered[:, data.char_item], data.covered.astype(np.float64), np.nan
-        )
-        votes[~data.span_judge] = np.nan
-        posterior = 0.5 * (1 + np.tanh(0.5 * fit.log_odds(data.judge_ids, votes)))
+        posterior = 0.5 * (1 + np.tanh(0.5 * fit.log_odds(data.judge_ids, char_votes(data))))
         flagged = posterior > (0.5 if param is None else param)
     else:
         raise ValueError(f"no calibration evaluator for spans rule {name!r}")

@@ -241,8 +241,15 @@ def choose(
     """
     span_family, verdict_family = families if families is not None else (None, None)
 
+    made: dict[bytes, list[Candidate]] = {}
+
     def span_list(t: BoolArray) -> list[Candidate]:
-        return span_candidates(data, default, t, span_family)
+        # The verdicts' inner folds refit the span rule on the training sets the spans'
+        # inner folds already fitted it on: fitted once each.
+        key = np.packbits(t).tobytes()
+        if key not in made:
+            made[key] = span_candidates(data, default, t, span_family)
+        return made[key]
 
     spans_at = 0
     if data.has_spans and data.span_labelled[train].any():
@@ -469,8 +476,8 @@ def calibrate(
     tests = [fold == k for k in range(folds)]
     choices = [choose(data, default, ~test & labelled, inner_folds, seed) for test in tests]
     final = choose(data, default, labelled, inner_folds, seed)
-    default_spans = span_candidates(data, default, labelled)[0]
-    default_verdict = verdict_candidates(data, default, default_spans.rule, labelled)[0]
+    default_spans = span_candidates(data, default, labelled, "default")[0]
+    default_verdict = verdict_candidates(data, default, default_spans.rule, labelled, "default")[0]
 
     def kept(choice: Choice, spans: bool, verdict: bool) -> ConsensusRule:
         return assemble(
