@@ -144,6 +144,23 @@ def machine() -> str:
     )
 
 
+VERSIONED = ("juryflow", "prefect", "duckdb", "anthropic", "openai", "numpy", "scipy",
+             "scikit-learn")  # fmt: skip
+
+
+def versions() -> str:
+    """The releases a figure was measured with, for another machine to reproduce it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in VERSIONED:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return f"Python {platform.python_version()}, " + ", ".join(found)
+
+
 def temp_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=prefix)
 

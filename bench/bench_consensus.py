@@ -1,5 +1,6 @@
 """Does the calibrated panel beat its default rule and its best judge? Out-of-fold figures on
-the RAGTruth dev samples (data-to-text, QA, summary).
+the RAGTruth dev samples (data-to-text, QA, summary) and on recorded verdicts of real LLM
+judges with human labels (``../shared/data/realjudges/``).
 
 For each dataset and each panel (three simulated span judges of unequal quality, five
 simulated span judges, three simulated score judges, all over real HTTP through the
@@ -12,6 +13,9 @@ interval (sources resampled), of:
 - the calibrated rule, out of fold (never scored on the items it was fitted on),
 - the panel's default rule (median / majority, or the offline panel's union),
 - every single judge (all items; no answer counts as flagging nothing).
+
+The real judges' verdicts (14 LLMs on 4,109 lines of code feedback; F1 on "invalid") come in
+through ``juryflow import`` as the README shows it, then the same ``juryflow calibrate``.
 
 Run: ``.venv/bin/python bench/bench_consensus.py [DATASET ...] [--folds 5] [--seed 0]``
 (default: ``data2txt_dev``, ``qa_dev`` and ``summary_dev`` from ``../shared/data/ragtruth/``).
@@ -39,6 +43,16 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("JURYFLOW_STUB_KEY", "stand-in")
 
 SHARED = ROOT.parent / "shared" / "data" / "ragtruth"
+REAL_JUDGES = ROOT.parent / "shared" / "data" / "realjudges" / "code_feedback.jsonl"
+REAL_JUDGES_IMPORT = {
+    "judges_map": "judges_valid",
+    "label_column": "human_valid",
+    "positive": "false",
+    "group_column": "source_id",
+    "text_column": "feedback",
+    "row_ids": True,
+}
+"""``juryflow import``'s options for code_feedback.jsonl, as the README gives them."""
 DEFAULT_DATASETS = tuple(SHARED / f"{task}_dev.jsonl" for task in ("data2txt", "qa", "summary"))
 PANELS = (
     ("3 span judges (sim)", ROOT / "examples" / "panel.sim-3span.yaml"),
@@ -111,11 +125,51 @@ def _verdict(task: str, label: str, report: dict[str, Any]) -> tuple[bool, str]:
     return not any(checks.values()), f"{task} · {label}: " + " · ".join(parts)
 
 
+def _print_rows(task: str, label: str, report: dict[str, Any]) -> None:
+    for row in report["predictors"]:
+        cov = "" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %"
+        print(
+            f"| {task} | {label} | {row['name']} | {cov} | "
+            f"{_fmt(row['response'])} | {_fmt(row['spans'])} |"
+        )
+    print(f"| {task} | {label} | kept: {report['rule']} | | | |", flush=True)
+
+
+def _real_judges(
+    path: Path, tmp: Path, args: argparse.Namespace, notes: list[str]
+) -> tuple[bool, str]:
+    """Recorded real judges: imported (no model called), then calibrated."""
+    from juryflow.analysis.calibrate import run_calibration
+    from juryflow.analysis.recorded_import import import_recorded
+    from juryflow.analysis.recorded_rows import ImportOptions
+    from juryflow.storage.store import Store
+
+    started = time.perf_counter()
+    store = Store(tmp / "real-judges.duckdb")
+    imported = import_recorded(store, path, ImportOptions(**REAL_JUDGES_IMPORT))  # type: ignore[arg-type]
+    _, record = run_calibration(store, imported.run_id, "bench", folds=args.folds, seed=args.seed)
+    task, label = path.stem, f"{imported.judges} real LLM judges"
+    _print_rows(task, label, record.report)
+    cheapest = (record.report.get("subsets") or {}).get("cheapest")
+    if cheapest is not None:
+        print(
+            f"| {task} | {label} | cheapest subset within noise: majority of "
+            f"{', '.join(cheapest['judges'])} | | {100 * cheapest['response_f1']:.1f} | |"
+        )
+    notes += [f"{task} · {label}: {n}" for n in record.report["notes"]]
+    print(f"<!-- {task} · {label}: {time.perf_counter() - started:.1f} s -->")
+    return _verdict(task, label, record.report)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("datasets", nargs="*", default=[str(p) for p in DEFAULT_DATASETS])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--real-judges", default=str(REAL_JUDGES),
+        help="recorded real judges' verdicts to import and calibrate ('' to skip)",
+    )  # fmt: skip
     args = parser.parse_args()
     datasets = [Path(d) for d in args.datasets]
     missing = [str(d) for d in datasets if not d.is_file()]
@@ -125,11 +179,13 @@ def main() -> int:
         )
         return 2
 
+    from bench._common import machine, versions
     from juryflow.analysis.calibrate import run_calibration
     from juryflow.flows.evaluate import evaluate
     from juryflow.standin.server import StubConfig, load_gold, running_stub_server
     from juryflow.storage.store import Store
 
+    print(f"{machine()}; {versions()}")
     print(
         f"{args.folds}-fold cross-validation grouped by source (inner: 3 folds inside each "
         "training set); F1 in %, 95 % interval with sources resampled"
@@ -155,20 +211,13 @@ def main() -> int:
                     _, record = run_calibration(
                         Store(db), summary["run_id"], "bench", folds=args.folds, seed=args.seed
                     )
-                    predictors = record.report["predictors"]
-                    for row in predictors:
-                        cov = "" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %"
-                        print(
-                            f"| {task} | {label} | {row['name']} | {cov} | "
-                            f"{_fmt(row['response'])} | {_fmt(row['spans'])} |"
-                        )
-                    print(
-                        f"| {task} | {label} | kept: {record.report['rule']} | | | |",
-                        flush=True,
-                    )
+                    _print_rows(task, label, record.report)
                     notes += [f"{task} · {label}: {n}" for n in record.report["notes"]]
                     verdicts.append(_verdict(task, label, record.report))
                     print(f"<!-- {task} · {label}: {time.perf_counter() - started:.1f} s -->")
+        real = Path(args.real_judges) if args.real_judges else None
+        if real is not None and real.is_file():
+            verdicts.append(_real_judges(real, Path(tmp), args, notes))
     print()
     for note in notes:
         print(note)
