@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 
+from juryflow.storage.connection import StoreError
 from juryflow.storage.store.base import StoreBase
 from juryflow.storage.store.records import CalibrationRecord, ReliabilityRow, _reliability_values
+
+_CALIBRATION_COLUMNS = "name, created_at, run_id, rule, folds, group_column, seed, report"
+
+
+def _calibration(row: Sequence[Any]) -> CalibrationRecord:
+    values = list(row)
+    values[3], values[7] = json.loads(values[3]), json.loads(values[7])
+    return CalibrationRecord(*values)
 
 
 class CalibrationsMixin(StoreBase):
@@ -36,15 +46,26 @@ class CalibrationsMixin(StoreBase):
     def get_calibration(self, name: str) -> CalibrationRecord | None:
         with self.read() as con:
             row = con.execute(
-                "SELECT name, created_at, run_id, rule, folds, group_column, seed, report "
-                "FROM calibrations WHERE name = ?",
-                [name],
+                f"SELECT {_CALIBRATION_COLUMNS} FROM calibrations WHERE name = ?", [name]
             ).fetchone()
-        if row is None:
-            return None
-        values = list(row)
-        values[3], values[7] = json.loads(values[3]), json.loads(values[7])
-        return CalibrationRecord(*values)
+        return None if row is None else _calibration(row)
+
+    def calibrations_of(self, run_id: str) -> list[CalibrationRecord]:
+        """The calibrations fitted on run ``run_id``, newest first (what its viewer page
+        shows); a read DuckDB refuses is one :class:`StoreError` line."""
+        try:
+            with self.read() as con:
+                rows = con.execute(
+                    f"SELECT {_CALIBRATION_COLUMNS} FROM calibrations WHERE run_id = ? "
+                    "ORDER BY created_at DESC, name",
+                    [run_id],
+                ).fetchall()
+        except duckdb.Error as error:
+            message = " ".join(str(error).split())
+            raise StoreError(
+                f"cannot read the calibrations of run {run_id} in {self.path}: {message}"
+            ) from None
+        return [_calibration(row) for row in rows]
 
     def calibration_names(self) -> list[str]:
         with self.read() as con:
