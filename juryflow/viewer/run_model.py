@@ -6,7 +6,9 @@ Every agreement, bias and accuracy figure is a field of the
 :mod:`juryflow.pages.bias_section`),
 shown with the same digits (``Stat.show()``, three decimals, percentages to one): a number
 on the page can be found in the terminal by its text. Read here besides are only the run's
-metadata and counts, the raw scores behind the histograms, and the run list of `juryflow runs`.
+metadata and counts, the raw scores behind the histograms, the run list of `juryflow runs`,
+and the calibrations `juryflow calibrate` stored for the run, shown as stored
+(:mod:`juryflow.viewer.calibration_model`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from juryflow.storage.reads.run_queries import cost_split, list_runs
 from juryflow.storage.reads.view_queries import ComparisonRow, list_comparisons, run_panels
 from juryflow.storage.store import RunRecord, Store
 from juryflow.terminal.output import duration
+from juryflow.viewer.calibration_model import CalibrationsSection, calibrations_section
 
 ALL_RUNS = 1_000_000
 # The judges' colours are the item pages' span layers' (_overlay.css), so that a judge's
@@ -230,6 +233,8 @@ class RunPage:
     links: RunLinks
     comparisons: list[ComparisonLink]
     bias: BiasSection
+    calibrations: CalibrationsSection
+    """What `juryflow calibrate` stored for this run, shown as stored (nothing refitted)."""
 
 
 def _metric_rows(groups: Sequence[GroupAgreement]) -> list[MetricRow]:
@@ -397,4 +402,5 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
         ),
         comparisons=_comparison_links(list_comparisons(store, run_id)),
         bias=bias_section(store, report),
+        calibrations=calibrations_section(store, run_id, rule_text),
     )
