@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 
+from juryflow.storage import StoreError, StoreMissingError, without_progress_bar
+
 if TYPE_CHECKING:
     from juryflow.storage.lake.attach import LakeTarget
 
@@ -56,18 +58,6 @@ def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     return {"memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)}
 
 
-def without_progress_bar(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Turn off DuckDB's progress bar on a new connection, and return it.
-
-    DuckDB draws the bar on stdout once a query runs past two seconds, i.e. only on a
-    loaded machine, into output that `juryflow sql --format json` or a test parses. It is a
-    per-connection setting (DuckDB refuses it in ``duckdb_config()``), so every place that
-    opens a connection calls this before the first query.
-    """
-    con.execute("SET enable_progress_bar = false")
-    return con
-
-
 def chunk_write_memory_limit() -> str | None:
     """The buffer pool of a run's chunk write, or None to keep the connection's own.
 
@@ -79,10 +69,6 @@ def chunk_write_memory_limit() -> str | None:
     ``$JURYFLOW_DUCKDB_MEMORY_LIMIT`` is the user's choice and is kept.
     """
     return None if MEMORY_LIMIT_ENV in os.environ else CHUNK_WRITE_MEMORY_LIMIT
-
-
-class StoreError(RuntimeError):
-    """A store problem, said in terms of what to do about it."""
 
 
 class StoreLockedError(StoreError):
@@ -161,10 +147,6 @@ def lock_holder(error: duckdb.Error) -> str:
     if len(command) > 70:
         command = command[:67] + "..."
     return f"PID {pid} ({command})" if command else f"PID {pid}"
-
-
-class StoreMissingError(StoreError):
-    pass
 
 
 class StoreGoneError(StoreMissingError):

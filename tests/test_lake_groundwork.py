@@ -146,7 +146,7 @@ def test_extensions_load_from_the_wheels_with_autoloading_off(
 
 
 def test_a_missing_wheel_names_the_extra() -> None:
-    from juryflow.storage.lake.attach import _package_file
+    from juryflow.storage.lake.extensions import _package_file
 
     with pytest.raises(StoreError, match=r"pip install 'juryflow\[lake\]'"):
         _package_file("duckdb_extension_not_there", "ducklake")

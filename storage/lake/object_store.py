@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from juryflow.storage.connection import StoreError
+from juryflow.storage import StoreError
+from juryflow.storage.lake.extensions import _literal, _package_file, load_extension
 
 REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://", "r2://", "gcs://", "gs://")
 SECRET_NAME = "juryflow_object_store"
@@ -29,8 +30,6 @@ def is_remote(path: str | None) -> bool:
 
 def enable_object_store(con: duckdb.DuckDBPyConnection) -> None:
     """LOAD httpfs from its wheel and give the connection the environment's credentials."""
-    from juryflow.storage.lake.attach import _package_file, load_extension
-
     load_extension(con, _package_file("duckdb_extension_httpfs", "httpfs"), "httpfs")
     options = _secret_options(os.environ)
     if not options:
@@ -46,8 +45,6 @@ def enable_object_store(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _secret_options(env: os._Environ[str] | dict[str, str]) -> list[tuple[str, str]]:
-    from juryflow.storage.lake.attach import _literal
-
     options: list[tuple[str, str]] = []
     for name, variable in (
         ("KEY_ID", "AWS_ACCESS_KEY_ID"),
