@@ -1,6 +1,7 @@
 """`juryflow agreement` and `juryflow disagreements`: the agreement report in a terminal.
 
-``juryflow calibrate`` is in :mod:`juryflow.cli.calibration` and registered here.
+``juryflow calibrate`` is in :mod:`juryflow.cli.calibration`, which shares this module's
+options and registers itself.
 
 Registered on the main app by :func:`register` (``juryflow/cli/commands.py``); the numbers come from
 :mod:`juryflow.analysis.agreement_report`, this module only lays them out.
@@ -468,10 +469,6 @@ def disagreements_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `agreement`, `disagreements` and `calibrate` to the juryflow command line."""
+    """Add `agreement` and `disagreements` to the juryflow command line."""
     app.command("agreement")(agreement)
     app.command("disagreements")(disagreements_command)
-    # The command lives in its own module, which shares this one's options and helpers.
-    from juryflow.cli.calibration import calibrate_command
-
-    app.command("calibrate")(calibrate_command)

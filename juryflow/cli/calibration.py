@@ -2,7 +2,7 @@
 worth out of fold (the calibrated rule, the panel's default rule and every judge, each F1
 with its bootstrap interval), and store it by name.
 
-Registered by :func:`juryflow.cli.analysis.register`; the figures come from
+Registered by :func:`register`; the figures come from
 :mod:`juryflow.analysis.calibrate`, this module only lays them out.
 """
 
@@ -199,3 +199,8 @@ def calibrate_command(
             f"or juryflow run DATASET --panel PANEL --calibration {record.name}"
         )
     )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `calibrate` to the juryflow command line."""
+    app.command("calibrate")(calibrate_command)

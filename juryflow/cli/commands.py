@@ -411,6 +411,10 @@ from juryflow.cli.analysis import register as _register_analysis  # noqa: E402
 
 _register_analysis(app)  # `agreement` and `disagreements`
 
+from juryflow.cli.calibration import register as _register_calibration  # noqa: E402
+
+_register_calibration(app)  # `calibrate`
+
 from juryflow.cli.ops import register as _register_ops  # noqa: E402
 
 _register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
