@@ -8,51 +8,26 @@ own errors, into an ``error.html`` page: never a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from juryflow.pages.templating import environment
 from juryflow.storage.connection import StoreError, StoreLockedError
 from juryflow.storage.reads.analysis import RunNotFound
 from juryflow.storage.reads.run_queries import RunIdError
+from juryflow.viewer import item_pages, run_pages
+from juryflow.viewer.rendering import error_page
 from juryflow.viewer.security import ViewerSecurity
 from juryflow.viewer.state import ViewerState
 
 # Resolved, so that an editable install (which links each file) finds files added since.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 RETRY_AFTER_SECONDS = 5
-
-
-def state_of(request: Request) -> ViewerState:
-    state: ViewerState = request.app.state.viewer
-    return state
-
-
-def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """A page rendered from ``template`` (which extends ``base.html``)."""
-    page = environment().get_template(template).render(request=request, **context)
-    return HTMLResponse(page, status_code=status_code)
-
-
-def error_page(
-    request: Request, status: int, message: str, headers: dict[str, str] | None = None
-) -> Response:
-    """The one-line page of a request that cannot be answered."""
-    response = render(request, "error.html", status, status=status, message=_one_line(message))
-    if headers:
-        response.headers.update(headers)
-    return response
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split()) or "error"
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -83,9 +58,6 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 def create_app(state: ViewerState) -> Starlette:
-    # Imported here: the page modules import render and state_of from this module.
-    from juryflow.viewer import item_pages, run_pages
-
     routes: list[BaseRoute] = [
         *run_pages.routes(),
         *item_pages.routes(),

@@ -24,7 +24,7 @@ from juryflow.storage.annotations import latest_annotation, next_in_queue, save_
 from juryflow.storage.connection import StoreError, StoreLockedError
 from juryflow.storage.reads import consensus_facts as cf
 from juryflow.storage.reads import item_queries as iq
-from juryflow.viewer import app as viewer_app
+from juryflow.viewer import rendering
 from juryflow.viewer.item_model import item_href, item_model, items_model, run_href
 from juryflow.viewer.items_query import (
     RequestError,
@@ -59,7 +59,7 @@ def _judges_of(con: Any, run_id: str) -> list[str]:
 
 
 def items_page(request: Request) -> Response:
-    state = viewer_app.state_of(request)
+    state = rendering.state_of(request)
     run_id = str(request.path_params["run_id"])
 
     def work(con: Any) -> Any:
@@ -79,11 +79,11 @@ def items_page(request: Request) -> Response:
             facts=cf.consensus_facts(con, run_id, [row.item_id for row in page.rows]),
         )  # fmt: skip
 
-    return viewer_app.render(request, "items.html", m=_read(state, work))
+    return rendering.render(request, "items.html", m=_read(state, work))
 
 
 def item_page(request: Request) -> Response:
-    state = viewer_app.state_of(request)
+    state = rendering.state_of(request)
     run_id = str(request.path_params["run_id"])
     params = request.query_params
     queue = params.get("queue", "") == "1"
@@ -112,24 +112,22 @@ def item_page(request: Request) -> Response:
         # The repeated samples of judges with samples: N > 1, shown side by side.
         samples = sample_answers(store, run_id, [record.item_id]).get(record.item_id, [])
     model = item_model(record, annotation, query, around, queue=queue, rule=rule, facts=facts)
-    return viewer_app.render(
-        request, "item.html", m=model, samples=samples, reviewer=state.reviewer
-    )
+    return rendering.render(request, "item.html", m=model, samples=samples, reviewer=state.reviewer)
 
 
 def queue_page(request: Request) -> Response:
-    state = viewer_app.state_of(request)
+    state = rendering.state_of(request)
     run_id = str(request.path_params["run_id"])
     _read(state, lambda con: _judges_of(con, run_id))
     with state.exclusive() as store:
         item_id = next_in_queue(store, run_id)
     if item_id is not None:
         return RedirectResponse(item_href(run_id, item_id, queue=True), status_code=303)
-    return viewer_app.render(request, "queue_done.html", run_id=run_id, run_href=run_href(run_id))
+    return rendering.render(request, "queue_done.html", run_id=run_id, run_href=run_href(run_id))
 
 
 async def post_annotation(request: Request) -> Response:
-    state = viewer_app.state_of(request)
+    state = rendering.state_of(request)
     run_id = str(request.path_params["run_id"])
     fields = await _form_fields(request)
     first = {name: values[-1] for name, values in fields.items() if values}

@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 from juryflow.storage.reads.run_queries import resolve_run_id
 from juryflow.storage.store import Store
 from juryflow.viewer import compare_model, run_model
-from juryflow.viewer.app import render, state_of
+from juryflow.viewer.rendering import render, state_of
 
 # the formatting helpers the templates call, so that a figure reads as in the terminal
 FORMAT: dict[str, Any] = {
