@@ -201,3 +201,24 @@ def test_the_cheapest_subset_within_noise_of_the_best_is_named() -> None:
         folds=3,
     )  # fmt: skip
     assert priced.cost_unit == "USD"
+
+
+@PROPERTY
+@given(verdicts_st, st.data())
+def test_a_stored_stacking_rule_decides_alike_item_by_item_and_over_the_run(
+    rows: list[list[float]], data: st.DataObject
+) -> None:
+    """What `calibrate` scores (vectorised) is what a run or `reaggregate` applies to each
+    item, once the rule is stored and read back."""
+    verdicts = np.asarray(rows, dtype=np.float64)
+    ids = [f"j{k}" for k in range(verdicts.shape[0])]
+    coefficients = {j: data.draw(st.floats(-3, 3)) for j in ids}
+    stack = StackFit(data.draw(st.floats(-2, 2)), coefficients)
+    threshold = data.draw(st.sampled_from([0.1, 0.3, 0.5, 0.7]))
+    rule = ConsensusRule.from_dict(
+        ConsensusRule(verdict=RuleRef("verdict", "stacked", threshold), stack=stack).to_dict()
+    )
+    per_item = _item_verdicts(rule, verdicts)
+    over_run = predict(_data(verdicts), rule).verdict
+    answered = ~np.isnan(verdicts).all(axis=0)
+    assert [v for v, a in zip(per_item, answered, strict=True) if a] == over_run[answered].tolist()
