@@ -222,3 +222,21 @@ def test_a_stored_stacking_rule_decides_alike_item_by_item_and_over_the_run(
     over_run = predict(_data(verdicts), rule).verdict
     answered = ~np.isnan(verdicts).all(axis=0)
     assert [v for v, a in zip(per_item, answered, strict=True) if a] == over_run[answered].tolist()
+
+
+def test_calibrate_says_no_fold_chose_a_lossy_stop_when_none_did() -> None:
+    """Issue 43: `folds chose off/off/off/off/off` was followed by `the folds disagree`."""
+    from juryflow.cli.calibration import _lossy_line
+
+    lossy = {
+        "fold_agreements": [None] * 5, "agreement": None, "first": ["a", "b"],
+        "calls_saved": 0.0, "response_full": 80.0, "response_lossy": 80.0,
+        "response_change_interval": [0.0, 0.0], "span_full": None,
+    }  # fmt: skip
+    line = _lossy_line(lossy)
+    assert "folds chose off/off/off/off/off" in line and "disagree" not in line
+    assert line.endswith("no fold found a lossy stop worth its loss: keep exact early stopping")
+    lossy["fold_agreements"] = [None, 0.6, None, None, None]
+    assert _lossy_line(lossy).endswith(
+        "the folds disagree on the agreement: keep exact early stopping"
+    )

@@ -51,11 +51,12 @@ def _lossy_line(lossy: dict[str, Any]) -> str:
             f"; span F1 {lossy['span_full']:.1f} -> {lossy['span_lossy']:.1f} "
             f"[{lossy['span_change_interval'][0]:+.1f}, {lossy['span_change_interval'][1]:+.1f}]"
         )
-    advice = (
-        f"panel key lossy_agreement: {lossy['agreement']:g} (with early_stop: true)"
-        if lossy["agreement"] is not None
-        else "the folds disagree on the agreement: keep exact early stopping"
-    )
+    if lossy["agreement"] is not None:
+        advice = f"panel key lossy_agreement: {lossy['agreement']:g} (with early_stop: true)"
+    elif all(a is None for a in lossy["fold_agreements"]):
+        advice = "no fold found a lossy stop worth its loss: keep exact early stopping"
+    else:
+        advice = "the folds disagree on the agreement: keep exact early stopping"
     return (
         f"lossy early stop, out of fold (judges called first: {', '.join(lossy['first'])}; "
         f"folds chose {chose}): {100 * lossy['calls_saved']:.1f} % of calls saved; "
