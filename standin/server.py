@@ -81,7 +81,10 @@ Faults by rate (``fault_429`` ... ``fault_drop``, probabilities per request, fro
 server-wide RNG seeded with ``seed``) apply to requests the name or script did not fault.
 ``StubConfig.script`` (or :meth:`StubHandle.enqueue`) queues steps per model name that run
 before the name's rule: a fault (``"429"``, ``"drop"``, ...), an answer (``"score-0.3"``,
-``"spans-good"``, ...) or ``"raw:<text>"`` for literal output text.
+``"spans-good"``, ...) or ``"raw:<text>"`` for literal output text. Two steps misbehave as a
+broken or hostile server would: ``"usage:<JSON>"`` answers as the name's rule does but with
+that JSON as the answer's ``usage`` (negative counts, say), and ``"body:<text>"`` answers
+200 with that text, as it is, for the whole body.
 
 Rate limits (``rpm_limit``, ``tpm_limit`` per ``rate_window`` seconds; ``--rpm-limit``...):
 a real budget per model, enforced with 429s and reported on every model answer in the
@@ -128,12 +131,17 @@ from juryflow.judges.pricing import (
     anthropic_cache_minimum,
 )
 from juryflow.judges.providers.base import TOOL_NAME
+from juryflow.judges.untrusted.loading import NestingError, load_json
 from juryflow.standin.dialects import DIALECTS, LocalDialect, local_dialect, text_form, written
 from juryflow.standin.quotas import QuotaKeeper
 from juryflow.standin.simulator import Gold, load_gold, sim_answer
 
 Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
 FAULTS: tuple[str, ...] = ("429", "500", "hang", "drop", "400", "401", "403", "404", "echo")
+USAGE_STEP = "usage:"
+"""A scripted step: the rule's answer with the JSON after it as its ``usage``."""
+BODY_STEP = "body:"
+"""A scripted step: a 200 whose whole body is the text after it."""
 
 # The article ends where the seed prompt's instructions resume, or (instructions first,
 # data2txt_spans@v2) at the end of the prompt.
@@ -842,6 +850,8 @@ class _Reply:
     status: int | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] | None = None
+    body: bytes | None = None
+    """Sent as it is instead of ``payload`` (a ``body:`` step)."""
 
 
 class StubServer:
@@ -936,7 +946,9 @@ class StubServer:
         if request.method != "POST":
             return await _send(writer, 405, error_body(api, 400, "use POST"))
         try:
-            body = json.loads(request.body or b"{}")
+            body = load_json(request.body or b"{}")
+        except NestingError as error:
+            return await _send(writer, 400, error_body(api, 400, f"body is {error}"))
         except ValueError:
             return await _send(writer, 400, error_body(api, 400, "body is not JSON"))
         if api == "anthropic" and request.headers.get("anthropic-version", "") >= "2026-10-21":
@@ -957,7 +969,8 @@ class StubServer:
         self.stats._finish(reply.outcome)
         if reply.status is None:
             return False
-        return await _send(writer, reply.status, reply.payload, reply.headers)
+        content = reply.body if reply.body is not None else reply.payload
+        return await _send(writer, reply.status, content, reply.headers)
 
     async def _model_call(
         self,
@@ -1000,6 +1013,12 @@ class StubServer:
             status, payload = self.dialect.refusal(model)
             return _Reply(str(status), status, payload)
         step = self._next_step(model)
+        if step is not None and step.startswith(BODY_STEP):
+            return _Reply("ok", 200, body=step[len(BODY_STEP) :].encode("utf-8"))
+        usage: Any = None
+        if step is not None and step.startswith(USAGE_STEP):
+            usage = json.loads(step[len(USAGE_STEP) :])
+            step = None  # the name's rule answers; only its usage is replaced
         fault: str | None
         if step is not None:
             fault = step if step in FAULTS else None
@@ -1062,11 +1081,14 @@ class StubServer:
         except ValueError as error:
             return _Reply("400", 400, error_body(api, 400, str(error)))
         if api == "anthropic":
-            return _Reply("ok", 200, anthropic_message(body, answer, rule, prompt, number))
-        completion = openai_completion(
-            body, answer, rule, prompt, number, dialect=self.dialect, seed=seed
-        )
-        return _Reply("ok", 200, completion)
+            payload = anthropic_message(body, answer, rule, prompt, number)
+        else:
+            payload = openai_completion(
+                body, answer, rule, prompt, number, dialect=self.dialect, seed=seed
+            )
+        if usage is not None:
+            payload["usage"] = usage
+        return _Reply("ok", 200, payload)
 
     def draw_for(self, body: dict[str, Any], model: str, prompt: str) -> int:
         """Which draw of (``model``, ``prompt``) this answer is: 0 at temperature 0 (or none
@@ -1131,10 +1153,10 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
 async def _send(
     writer: asyncio.StreamWriter,
     status: int,
-    payload: dict[str, Any],
+    payload: dict[str, Any] | bytes,
     headers: dict[str, str] | None = None,
 ) -> bool:
-    body = json.dumps(payload).encode("utf-8")
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
     lines = [
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
         "content-type: application/json",
