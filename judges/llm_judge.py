@@ -216,7 +216,11 @@ class LLMJudge:
         self, call: PreparedCall, response: ModelResponse, *, batch_id: str | None = None
     ) -> Judgment:
         """The judgment of a response to ``call``: parsed, validated and anchored as a
-        real-time answer is; ``batch_id``: it came from that batch, at batch prices."""
+        real-time answer is; ``batch_id``: it came from that batch, at batch prices. A
+        response whose usage report is out of range is unscored, as a real-time call's is."""
+        if response.usage_error is not None:
+            reason = f"provider error: server: {response.usage_error}"
+            return self.unanswered(call, reason, batch_id=batch_id)
         return self._judgment(call.item, response, 1, _CallTimer(), dict(call.common), batch_id)
 
     def unanswered(

@@ -4,9 +4,11 @@ Accepted shapes, in order: an already-structured ``dict`` (tool-call / structure
 arguments); the whole text as JSON; JSON inside a ```json fence; the first JSON object in
 prose (scanned with ``json.JSONDecoder.raw_decode`` from each ``{``, preferring an object
 that has the expected field, within a decoding budget linear in the text's length). A
-score may be a JSON number or a numeric string ("0.6"), never a word ("high"). Nothing here
-ever invents a grade: a failure raises :class:`OutputParseError` and the caller records the
-judgment as unscored with its reason.
+score may be a JSON number or a numeric string ("0.6"), never a word ("high"). An object
+nested deeper than ``MAX_NESTING_DEPTH`` is never used (with none other found, the reason
+is "answer nested deeper than N levels"). Nothing here ever invents a grade: a failure
+raises :class:`OutputParseError` and the caller records the judgment as unscored with its
+reason.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from juryflow.judges.untrusted.loading import (
+    MAX_NESTING_DEPTH,
+    NestingError,
+    json_nesting_over,
+    load_json,
+)
 from juryflow.maths.records import OutputKind
 
 _FENCE_RE = re.compile(
@@ -85,21 +93,29 @@ def _find_object(raw: str, field: str) -> dict[str, Any]:
         raise OutputParseError("output is empty")
     candidates = [text] + [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
     first: dict[str, Any] | None = None
+    nested = False
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
-        except (json.JSONDecodeError, RecursionError):
+            value = load_json(candidate)
+        except NestingError:
+            # Prose around JSON can look nested to the bracket count (quotes in it pair up
+            # wrongly): only the reason if no object is found below.
+            nested = True
+            continue
+        except ValueError:
             continue
         if isinstance(value, dict):
             if field in value:
                 return value
             first = first if first is not None else value
-    found, first_in_braces, first_error = _scan_braces(text, field)
+    found, first_in_braces, first_error, nested_in_braces = _scan_braces(text, field)
     if found is not None:
         return found
     first = first if first is not None else first_in_braces
     if first is not None:
         return first
+    if nested or nested_in_braces:
+        raise OutputParseError(f"answer nested deeper than {MAX_NESTING_DEPTH} levels")
     if first_error is not None:
         raise OutputParseError(f"no complete JSON object found in the output: {first_error}")
     raise OutputParseError("no JSON object found in the output")
@@ -107,11 +123,13 @@ def _find_object(raw: str, field: str) -> dict[str, Any]:
 
 def _scan_braces(
     text: str, field: str
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None, bool]:
     """Decode from each '{' in turn: the first object with ``field``, else None; the first
-    object; why the first '{' that starts no valid JSON does not."""
+    object; why the first '{' that starts no valid JSON does not; whether one was nested
+    too deeply."""
     first: dict[str, Any] | None = None
     first_error: str | None = None
+    nested = False
     factor, base = _DECODE_BUDGET
     budget = factor * len(text) + base
     # Only the first of the '{'s no object can start at is decoded: for its error message.
@@ -126,13 +144,14 @@ def _scan_braces(
         budget -= cost
         if error is not None:
             first_error = first_error or _failure(start, error)
+            nested = nested or isinstance(error, NestingError)
         elif isinstance(value, dict):
             if field in value:
-                return value, first, first_error
+                return value, first, first_error, nested
             first = first if first is not None else value
     if first_error is None and blocked is not None:
         first_error = _failure_at(text, blocked.start())
-    return None, first, first_error
+    return None, first, first_error, nested
 
 
 def _failure_at(text: str, start: int) -> str:
@@ -146,15 +165,16 @@ def _failure(start: int, error: Exception) -> str:
 
 def _decode_at(text: str, start: int) -> tuple[Any, Exception | None, int]:
     """The JSON value starting at ``start``, or the error decoding it there (positions
-    counted in ``text``), and about how many characters were decoded: ``raw_decode(text,
-    start)`` without its cost on a long text."""
+    counted in ``text``; NestingError for a value nested past MAX_NESTING_DEPTH), and about
+    how many characters were decoded: ``raw_decode(text, start)`` without its cost on a
+    long text."""
     size, cost = _WINDOW, 0
     while True:
         window = text[start : start + size]
         try:
             value, end = _DECODER.raw_decode(window)
-        except RecursionError as error:
-            return None, error, cost + len(window)
+        except RecursionError:
+            return None, NestingError(MAX_NESTING_DEPTH), cost + len(window)
         except json.JSONDecodeError as error:
             whole = start + len(window) >= len(text)
             if whole or not _maybe_cut(error, len(window)):
@@ -162,6 +182,9 @@ def _decode_at(text: str, start: int) -> tuple[Any, Exception | None, int]:
             cost += len(window)
             size *= 4
         else:
+            # Its own text only: what follows the value in the window is not part of it.
+            if json_nesting_over(window[:end], MAX_NESTING_DEPTH):
+                return None, NestingError(MAX_NESTING_DEPTH), cost + 2 * end
             return value, None, cost + end
 
 

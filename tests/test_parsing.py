@@ -15,6 +15,7 @@ from juryflow.judges.parsing import (
     parse_score_output,
     parse_spans_output,
 )
+from juryflow.judges.untrusted.loading import MAX_NESTING_DEPTH
 
 SPANS_JSON = json.dumps(
     {
@@ -205,10 +206,14 @@ def test_an_object_longer_than_a_decoding_window() -> None:
 
 
 def test_deeply_nested_braces() -> None:
+    # Refused before any decoding (issue 44): no object in it is read past the limit.
     raw = '{"a": ' * 100_000
     (error,) = finishes(lambda: parse_score_output(raw))
     assert isinstance(error, OutputParseError)
-    assert error.reason.startswith(
-        "no complete JSON object found in the output: "
-        "the '{' at character 0 does not start valid JSON (maximum recursion depth exceeded"
-    )
+    assert error.reason == f"answer nested deeper than {MAX_NESTING_DEPTH} levels"
+
+
+def test_braces_nested_to_the_limit_are_still_read() -> None:
+    inner = "[" * (MAX_NESTING_DEPTH - 1) + "]" * (MAX_NESTING_DEPTH - 1)
+    raw = 'Verdict: {"score": 0.4, "reasoning": "deep", "trace": ' + inner + "} done"
+    assert parse_score_output(raw) == ParsedOutput(0.4, (), "deep")

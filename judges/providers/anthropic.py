@@ -12,11 +12,15 @@ from juryflow.judges.providers.base import (
     ProviderError,
     SDKClient,
     SharedSDKs,
+    checked_usage,
     dropped_connection,
     error_from_status,
     output_schema,
+    refused_body,
+    usage_problem,
 )
 from juryflow.judges.redact import redact_text
+from juryflow.judges.untrusted.loading import DocumentTooLarge, NestingError
 from juryflow.maths.records import OutputKind
 
 if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
@@ -78,11 +82,13 @@ class AnthropicClient(SDKClient["anthropic.AsyncAnthropic"]):
             message = await self._post_json(self.call_path, body, request.timeout)
         except self.sdk_module.APIError as error:
             raise self._translate(error) from None
+        except (NestingError, DocumentTooLarge) as error:
+            raise refused_body(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
             raise ProviderError(
                 f"unreadable response body: {error}", retryable=True, kind="server"
             ) from None
-        return _response(message)
+        return checked_usage(_response(message))
 
     def should_retry(self, error: ProviderError) -> bool:
         # 529 "overloaded" arrives as a 5xx and is retryable like any server error; an
@@ -139,19 +145,32 @@ def _response(message: Any) -> ModelResponse:
             structured = dict(answer) if isinstance(answer, dict) else None
     usage = message.get("usage") if isinstance(message, dict) else None
     usage = usage if isinstance(usage, dict) else {}
+    counts = {name: _count(usage.get(name)) for name in _USAGE_COUNTS}
+    problem = usage_problem(counts)
+    if problem is not None:
+        return ModelResponse(text="".join(texts), structured=structured, usage_error=problem)
     # Anthropic's input_tokens are those after the last cache breakpoint only; the cache's
     # writes and reads are counted apart. Ours count every prompt token, as OpenAI's do.
-    uncached = _count(usage.get("input_tokens"))
-    written = _count(usage.get("cache_creation_input_tokens"))
-    read = _count(usage.get("cache_read_input_tokens"))
+    uncached = counts["input_tokens"]
+    written = counts["cache_creation_input_tokens"]
+    read = counts["cache_read_input_tokens"]
     return ModelResponse(
         text="".join(texts),
         structured=structured,
         input_tokens=None if uncached is None else uncached + (written or 0) + (read or 0),
-        output_tokens=_count(usage.get("output_tokens")),
+        output_tokens=counts["output_tokens"],
         cache_write_tokens=written,
         cache_read_tokens=read,
     )
+
+
+_USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+"""The counts of a Messages usage report juryflow reads: each apart from the others."""
 
 
 def _count(value: object) -> int | None:

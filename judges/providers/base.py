@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import json
 import sys
 import threading
 import weakref
@@ -30,6 +29,7 @@ from juryflow.judges.redact import (
     remember_secret,
     url_secrets,
 )
+from juryflow.judges.untrusted.loading import DocumentTooLarge, NestingError
 from juryflow.maths.records import OutputKind
 
 ErrorKind = Literal["rate_limit", "server", "timeout", "connection", "client", "auth", "not_found"]
@@ -85,6 +85,47 @@ class ModelResponse:
     """Of ``input_tokens``, those written to the prompt cache (None: not reported)."""
     cache_read_tokens: int | None = None
     """Of ``input_tokens``, those served from the prompt cache (None: not reported)."""
+    usage_error: str | None = None
+    """Why the server's usage report cannot be believed (a count below 0 or past
+    MAX_USAGE_TOKENS, cached tokens more than the prompt's), its counts then all None; a
+    client raises it as a provider error (:func:`checked_usage`), a batch's answer is
+    unscored with it: no judgment is priced from such a report."""
+
+
+MAX_USAGE_TOKENS = 100_000_000
+"""Largest token count one call's usage report may give. The longest contexts are a few
+million tokens; a count past this one, like a negative count, is a broken or hostile
+server's (one answering ``prompt_tokens: -1000000`` made a run's cost negative)."""
+
+
+def usage_problem(
+    counts: Mapping[str, int | None], parts: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a usage report's ``counts`` (the server's field names, None for a count it did
+    not give) are out of range, or None when they are not; ``parts`` maps a count to the one
+    it is part of (OpenAI's cached_tokens of prompt_tokens), which it may not exceed."""
+    for name, value in counts.items():
+        if value is not None and not 0 <= value <= MAX_USAGE_TOKENS:
+            return (
+                f"bad usage from the server: {name} = {value:,}, not a token count "
+                f"(0 to {MAX_USAGE_TOKENS:,})"
+            )
+    for part, whole in (parts or {}).items():
+        part_count, whole_count = counts.get(part), counts.get(whole)
+        if part_count is not None and whole_count is not None and part_count > whole_count:
+            return (
+                f"bad usage from the server: {part} = {part_count:,} is more than "
+                f"{whole} = {whole_count:,}"
+            )
+    return None
+
+
+def checked_usage(response: ModelResponse) -> ModelResponse:
+    """``response``, or the provider error of its bad usage report: the same server would
+    report it again, so it is not retried."""
+    if response.usage_error is not None:
+        raise ProviderError(response.usage_error, retryable=False, kind="server")
+    return response
 
 
 class ProviderError(Exception):
@@ -213,6 +254,12 @@ def error_from_status(
             kind="server",
         )
     return ProviderError(message, retryable=False, status=status, kind="client")
+
+
+def refused_body(error: NestingError | DocumentTooLarge) -> ProviderError:
+    """The provider error of a 2xx body juryflow will not parse (too deep, too large): the
+    same body would come back, so it is not retried."""
+    return ProviderError(f"the response body is {error}", retryable=False, kind="server")
 
 
 def retry_after_from_headers(headers: Mapping[str, str]) -> float | None:
@@ -473,7 +520,7 @@ class SDKClient(Generic[SDK]):
         """
         if not lean_post.enabled():
             response = await self._sdk_post(self._sdk(), path, body, timeout)
-            return response.json()
+            return lean_post.response_json(response.content)
         stored = self._stored_request(path, timeout)
         if stored is not None:
             return await self._send_stored(stored, lean_post.encode(body))
@@ -487,7 +534,7 @@ class SDKClient(Generic[SDK]):
         key = self._stored_key(path, timeout)
         if recorded is not None and key is not None:
             stored_requests.remember(key, recorded, self._secrets)
-        return response.json()
+        return lean_post.response_json(response.content)
 
     def _stored_key(self, path: str, timeout: float) -> str | None:
         if self._sdk_base_url is None or not stored_requests.usable(self.sdk_name, self._base_url):
@@ -523,7 +570,7 @@ class SDKClient(Generic[SDK]):
             raise lean_post.sdk_error(self._sdk(), self.sdk_module, sent, error)  # noqa: B904
         if answer.status < 400 and "content-encoding" not in answer.headers:
             observe_response(answer.headers)
-            return json.loads(answer.content)
+            return lean_post.response_json(answer.content)
         return lean_post.read_answer(self._sdk(), sent, answer)
 
     async def _sdk_post(self, sdk: Any, path: str, body: dict[str, Any], timeout: float) -> Any:

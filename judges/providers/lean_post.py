@@ -32,11 +32,18 @@ from typing import Any
 import orjson
 
 from juryflow.judges.providers.quota_headers import observe_response
+from juryflow.judges.untrusted.loading import DocumentTooLarge, load_json
 
 try:
     import aiohttp
 except ImportError:  # the SDKs' [aiohttp] extra is absent: every call takes the SDK's path
     aiohttp = None  # type: ignore[assignment]
+
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""Largest response body read from a model call, in bytes (as sent, compressed or not). An
+answer over ``MAX_ANSWER_CHARS`` (200,000 characters, about 1.2 MB as escaped JSON at the
+worst) is refused anyway; a body many times that is a broken or hostile server's, refused
+before it is held whole or parsed."""
 
 _TemplateKey = tuple[str, float]
 """(path, timeout): what makes two calls of one client send different URLs or headers."""
@@ -209,8 +216,28 @@ async def exchange(session: Any, sent: RequestTemplate, body: bytes) -> Answer:
             connect=timeout.get("pool"),
         ),
     ) as answer:
-        content = await answer.read()
+        content = await _bounded_read(answer.content, MAX_RESPONSE_BYTES)
         return Answer(answer.status, answer.raw_headers, answer.headers, content)
+
+
+async def _bounded_read(stream: Any, limit: int) -> bytes:
+    """The whole body, or DocumentTooLarge as soon as it passes ``limit`` bytes (what came
+    so far is dropped, and the connection with it)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise DocumentTooLarge(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def response_json(content: bytes) -> Any:
+    """A response body's JSON: NestingError past ``MAX_NESTING_DEPTH``, DocumentTooLarge past
+    ``MAX_RESPONSE_BYTES``, JSONDecodeError when it is not JSON (all ValueErrors; see
+    :func:`~juryflow.judges.providers.base.refused_body`)."""
+    return load_json(content, max_size=MAX_RESPONSE_BYTES)
 
 
 def sdk_request(sdk: Any, sent: RequestTemplate) -> Any:
@@ -268,4 +295,4 @@ def read_answer(sdk: Any, sent: RequestTemplate, answer: Answer) -> Any:
         if answer.status >= 400:
             raise sdk._make_status_error_from_response(response)
         content = response.content
-    return json.loads(content)
+    return response_json(content)

@@ -8,7 +8,6 @@ server; such servers that reject ``response_format`` are used with
 from __future__ import annotations
 
 import functools
-import json
 from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.providers.base import (
@@ -18,11 +17,15 @@ from juryflow.judges.providers.base import (
     ProviderError,
     SDKClient,
     SharedSDKs,
+    checked_usage,
     dropped_connection,
     error_from_status,
     output_schema,
+    refused_body,
+    usage_problem,
 )
 from juryflow.judges.redact import redact_text
+from juryflow.judges.untrusted.loading import DocumentTooLarge, NestingError, load_json
 from juryflow.maths.records import OutputKind
 
 if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
@@ -93,11 +96,13 @@ class OpenAIClient(SDKClient["openai.AsyncOpenAI"]):
             )
         except self.sdk_module.APIError as error:
             raise self._translate(error) from None
+        except (NestingError, DocumentTooLarge) as error:
+            raise refused_body(error) from None
         except ValueError as error:  # a 2xx whose body is not JSON: a misbehaving server
             raise ProviderError(
                 f"unreadable response body: {error}", retryable=True, kind="server"
             ) from None
-        return _response(completion, request.structured)
+        return checked_usage(_response(completion, request.structured))
 
     def should_retry(self, error: ProviderError) -> bool:
         return error.retryable
@@ -150,14 +155,22 @@ def _response(completion: Any, structured_request: bool) -> ModelResponse:
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, dict) else {}
+    counts = {
+        "prompt_tokens": _count(usage.get("prompt_tokens")),
+        "completion_tokens": _count(usage.get("completion_tokens")),
+        "cached_tokens": _count(details.get("cached_tokens")),
+    }
+    # prompt_tokens counts the cached tokens too: never fewer than them.
+    problem = usage_problem(counts, {"cached_tokens": "prompt_tokens"})
+    if problem is not None:
+        return ModelResponse(text=text, structured=structured, usage_error=problem)
     return ModelResponse(
         text=text,
         structured=structured,
-        # prompt_tokens counts the cached tokens too; writes to the cache are not reported
-        # (nor charged extra).
-        input_tokens=_count(usage.get("prompt_tokens")),
-        output_tokens=_count(usage.get("completion_tokens")),
-        cache_read_tokens=_count(details.get("cached_tokens")),
+        # Writes to the cache are not reported (nor charged extra).
+        input_tokens=counts["prompt_tokens"],
+        output_tokens=counts["completion_tokens"],
+        cache_read_tokens=counts["cached_tokens"],
     )
 
 
@@ -166,9 +179,10 @@ def _count(value: object) -> int | None:
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
-    """``text`` as a JSON object, or None (the parser then reports why the text is unusable)."""
+    """``text`` as a JSON object, or None (the parser then reports why the text is unusable,
+    nesting too deep included)."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, dict) else None
