@@ -4,8 +4,8 @@ JSONL and CSV are read line by line in Python, so every row keeps its exact line
 a bad line (broken JSON, invalid UTF-8, a wrong field count, an unclosed quote, an
 over-long line) becomes an error for that line while the rest goes on. Parquet is read a
 record batch at a time with pyarrow; an unreadable row group becomes one error naming its
-rows. Memory is bounded by a batch, a line (``line_limit``) and a CSV field
-(``field_limit``), never by the file.
+rows. Memory is bounded by a batch, a line (``line_limit``), a CSV field (``field_limit``)
+and the columns (``MAX_COLUMNS``), never by the file.
 
 Values keep the types the file gives them (JSON numbers, booleans, lists...; CSV text;
 Parquet types with timestamps, dates and times as ISO text): turning them into prompt text
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -23,6 +24,8 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from juryflow.judges.untrusted.loading import load_json
 
 RawRow = tuple[int, dict[str, Any] | None, str | None]
 """Line number (Parquet: row ordinal), the row (None when unreadable) and the error."""
@@ -35,6 +38,14 @@ DEFAULT_FIELD_LIMIT = 16 * 1024 * 1024
 
 COLUMN_SAMPLE_ROWS = 20_480
 """JSONL rows whose keys name the dataset's columns (DuckDB's default sample, too)."""
+
+MAX_COLUMNS = 4_096
+"""Most columns a dataset may have: a CSV header's names, a Parquet schema's, the keys of a
+JSONL file's first rows together and of any one row. A dataset feeds a few prompt
+variables, an id, labels and some metadata; a file of tens of thousands of columns is a
+matrix or a table on its side, and each of its rows would carry them all as metadata. Past
+it the file is refused in one line naming the count (a JSONL row past the sampled ones:
+that row)."""
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _CSV_DELIMITERS = (",", ";", "\t", "|")
@@ -107,23 +118,24 @@ def _json_object(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         return None, _bad_utf8(error)
-    # The standard json module, not orjson: orjson turns integers past 64 bits into floats,
-    # silently changing ids like 123456789012345678901234567890.
+    # The standard json module (through the nesting check), not orjson: orjson turns
+    # integers past 64 bits into floats, silently changing ids like 1234567890123456789012.
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except json.JSONDecodeError as error:
         return None, f"malformed JSON: {error.msg} at column {error.colno}"
-    except RecursionError:
-        return None, "malformed JSON: nested too deeply"
-    except ValueError as error:  # e.g. an integer literal of more than 4,300 digits
+    except ValueError as error:  # nested too deeply; an integer literal of 4,300+ digits
         return None, f"malformed JSON: {error}"
     if not isinstance(value, dict):
         return None, f"expected a JSON object, got {type(value).__name__}"
     return value, None
 
 
-def iter_jsonl(path: Path, line_limit: int = DEFAULT_LINE_LIMIT) -> Iterator[RawRow]:
-    """Every non-blank line of a JSONL file, parsed."""
+def iter_jsonl(
+    path: Path, line_limit: int = DEFAULT_LINE_LIMIT, max_keys: int | None = MAX_COLUMNS
+) -> Iterator[RawRow]:
+    """Every non-blank line of a JSONL file, parsed; a row of more than ``max_keys`` keys
+    (None: any number) is an error."""
     with _open(path) as handle:
         for number, raw in _lines(handle, line_limit):
             if raw is None:
@@ -132,16 +144,32 @@ def iter_jsonl(path: Path, line_limit: int = DEFAULT_LINE_LIMIT) -> Iterator[Raw
             if not raw.strip():
                 continue
             row, error = _json_object(raw)
+            if row is not None and max_keys is not None and len(row) > max_keys:
+                error = (
+                    f"the row has {len(row):,} keys, over the limit of {max_keys:,} columns; "
+                    "keep only the columns the run needs"
+                )
+                row = None
             yield number, row, error
+
+
+def _too_wide(path: Path, count: int, what: str = "columns") -> str:
+    return (
+        f"{path}: {count:,} {what}, over the limit of {MAX_COLUMNS:,} columns; keep the "
+        "columns the run needs (prompt variables, id, labels, metadata) in a file of their own"
+    )
 
 
 def _jsonl_columns(path: Path) -> list[str]:
     columns: dict[str, None] = {}
     seen = 0
-    for _, row, _ in iter_jsonl(path):
+    for _, row, _ in iter_jsonl(path, max_keys=None):
         if row is not None:
             columns.update(dict.fromkeys(row))
             seen += 1
+            if len(columns) > MAX_COLUMNS:
+                what = "columns" if seen == 1 else f"columns (the keys of its first {seen:,} rows)"
+                raise DatasetError(_too_wide(path, len(columns), what))
             if seen >= COLUMN_SAMPLE_ROWS:
                 break
     return list(columns)
@@ -238,15 +266,23 @@ def _csv_records(
                 yield first, last, fields, None
 
 
-def _csv_header(path: Path, fields: list[str] | None, error: str | None) -> list[str]:
-    if fields is None:
-        raise DatasetError(f"{path}: the header line cannot be read: {error}")
-    repeated = sorted({name for name in fields if fields.count(name) > 1})
+def check_header(path: Path, fields: list[str], limit: int | None = MAX_COLUMNS) -> list[str]:
+    """``fields`` as the column names of ``path``, in linear time; DatasetError for more
+    than ``limit`` (None: no limit) or for a name given twice."""
+    if limit is not None and len(fields) > limit:
+        raise DatasetError(_too_wide(path, len(fields)))
+    repeated = sorted(name for name, count in Counter(fields).items() if count > 1)
     if repeated:
         raise DatasetError(
             f"{path}: column {repeated[0]!r} appears more than once in the header; rename it"
         )
     return fields
+
+
+def _csv_header(path: Path, fields: list[str] | None, error: str | None) -> list[str]:
+    if fields is None:
+        raise DatasetError(f"{path}: the header line cannot be read: {error}")
+    return check_header(path, fields)
 
 
 def iter_csv(
@@ -331,9 +367,17 @@ def _batch_rows(batch: pa.RecordBatch) -> list[dict[str, Any] | str]:
     return rows
 
 
+def _parquet_columns(path: Path, parquet: pq.ParquetFile) -> list[str]:
+    names = list(parquet.schema_arrow.names)
+    if len(names) > MAX_COLUMNS:
+        raise DatasetError(_too_wide(path, len(names)))
+    return names
+
+
 def iter_parquet(path: Path, batch_rows: int = 2048) -> Iterator[RawRow]:
     """Every row of a Parquet file, numbered from 1, a record batch at a time."""
     parquet = _parquet_file(path)
+    _parquet_columns(path, parquet)
     number = 1
     for group in range(parquet.num_row_groups):
         size = parquet.metadata.row_group(group).num_rows
@@ -382,7 +426,7 @@ def columns_of(path: Path) -> list[str]:
         return _jsonl_columns(path)
     if fmt == "csv":
         return _csv_columns(path)
-    return list(_parquet_file(path).schema_arrow.names)
+    return _parquet_columns(path, _parquet_file(path))
 
 
 def approximate_rows(path: Path) -> int | None:

@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from juryflow.judges.untrusted.loading import load_json
 from juryflow.maths.records import GoldLabels, Item
 from juryflow.storage.dataset_readers import (
     DEFAULT_FIELD_LIMIT,
@@ -62,6 +63,23 @@ FALLBACK_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 _METADATA_SKIP = {"labels", "hallucinated", "source_info", "id"}
+
+ITEM_METADATA_MAX_CHARS = 65_536
+"""Most characters (names and values together) of a row's other columns kept with its item
+as metadata, stored with the item and shown beside it. Columns are kept whole, in the
+file's order, while they fit (a value is never cut: a group or a question is exact or
+absent); those that do not are named under METADATA_LEFT_OUT. Without it a row with an
+unused column of megabytes, or thousands of columns, stored all of it with every item."""
+
+METADATA_LEFT_OUT = "juryflow_left_out"
+"""The metadata key saying which columns did not fit in ITEM_METADATA_MAX_CHARS (present
+only when some did not)."""
+
+_LEFT_OUT_ROOM = 256
+"""Characters of ITEM_METADATA_MAX_CHARS kept for the METADATA_LEFT_OUT note, key and value."""
+
+_COLUMNS_LISTED = 20
+"""How many of a dataset's columns an error message lists (the count says the rest)."""
 
 SPAN_TEXT_VARIABLES = ("response", "output")
 """Where gold spans point, first present wins: the response (the score prompt's ``output``
@@ -117,6 +135,13 @@ def parse_mapping(pairs: Sequence[str]) -> dict[str, str]:
     return mapping
 
 
+def _listed(columns: Sequence[str]) -> str:
+    """The first columns, for an error message of one readable line however wide the file."""
+    shown = ", ".join(columns[:_COLUMNS_LISTED])
+    more = len(columns) - _COLUMNS_LISTED
+    return f"{shown}, ... ({len(columns):,} in all)" if more > 0 else shown
+
+
 def resolve_columns(
     columns: Sequence[str], needed: Sequence[str], overrides: Mapping[str, str]
 ) -> ColumnMap:
@@ -128,7 +153,7 @@ def resolve_columns(
             if column not in available:
                 raise DatasetError(
                     f"--map {var}={column}: the dataset has no column {column!r}; "
-                    f"columns are: {', '.join(columns)}"
+                    f"columns are: {_listed(columns)}"
                 )
             variables[var] = column
             continue
@@ -138,7 +163,7 @@ def resolve_columns(
             raise DatasetError(
                 f"the panel's prompts need variable {var!r} but the dataset has no column "
                 f"{' or '.join(repr(c) for c in candidates)}; map one with --map {var}=COLUMN "
-                f"(columns are: {', '.join(columns)})"
+                f"(columns are: {_listed(columns)})"
             )
         variables[var] = found
     # Looked up in every row even when the columns seen so far lack them: a JSONL file's
@@ -250,13 +275,13 @@ def _label_list(raw: object) -> list[object] | None:
         if not raw.strip():
             return []
         try:
-            raw = json.loads(raw)  # a CSV cell, or a Parquet column of JSON text
-        except RecursionError:
-            raise GoldLabelError("'labels' is not valid JSON (nested too deeply)") from None
+            raw = load_json(raw)  # a CSV cell, or a Parquet column of JSON text
         except json.JSONDecodeError as error:
             raise GoldLabelError(
                 f"'labels' is not valid JSON ({error.msg} at column {error.colno})"
             ) from None
+        except ValueError as error:  # nested too deeply; an integer of 4,300+ digits
+            raise GoldLabelError(f"'labels' is not valid JSON ({error})") from None
     if raw is None or isinstance(raw, list):
         return raw
     raise GoldLabelError(f"'labels' must be a list of {{start, end}} objects, got {_shown(raw)}")
@@ -424,12 +449,35 @@ def row_to_item(
             number, item_id, f"bad gold labels: {error}; fix or remove the row's {error.field!r}"
         )
     used = set(columns.variables.values()) | _METADATA_SKIP
-    metadata = {
-        key: str(value)
-        for key, value in row.items()
-        if key not in used and isinstance(value, str | int | float | bool)
-    }
-    return Item(item_id, variables, gold, number, metadata)
+    return Item(item_id, variables, gold, number, item_metadata(row, used))
+
+
+def item_metadata(row: Mapping[str, Any], used: set[str]) -> dict[str, str]:
+    """The row's scalar columns not in ``used``, as text, within ITEM_METADATA_MAX_CHARS."""
+    metadata: dict[str, str] = {}
+    room = ITEM_METADATA_MAX_CHARS - _LEFT_OUT_ROOM
+    left_out: list[str] = []
+    for key, value in row.items():
+        if key in used or not isinstance(value, str | int | float | bool):
+            continue
+        text = str(value)
+        size = len(key) + len(text)
+        if size > room:
+            left_out.append(key)
+            continue
+        metadata[key] = text
+        room -= size
+    if left_out:
+        metadata[METADATA_LEFT_OUT] = _left_out_note(left_out)
+    return metadata
+
+
+def _left_out_note(left_out: Sequence[str]) -> str:
+    count = f"{len(left_out):,} column{'s' if len(left_out) > 1 else ''}"
+    note = f"{count} over the {ITEM_METADATA_MAX_CHARS:,}-character metadata limit: "
+    room = _LEFT_OUT_ROOM - len(METADATA_LEFT_OUT) - len(note)
+    names = ", ".join(left_out)
+    return note + (names if len(names) <= room else names[: room - 3] + "...")
 
 
 def read_items(
@@ -446,31 +494,43 @@ def read_items(
     """
     file = Path(path)
     columns = resolve_columns(dataset_columns(file), needed, overrides or {})
-    seen: dict[str, int | None] = {}
-    """Ids so far; the row number where juryflow made one up (``row-N``), else None."""
+    seen: dict[str, tuple[int, bool]] = {}
+    """Ids so far: the row that has each, and whether juryflow made it up (``row-N``)."""
     for number, row, error in iter_rows(file, max_chars=max_chars):
         if row is None:
             yield RowError(number, None, error or "unreadable row")
             continue
         result = row_to_item(number, row, columns, max_chars)
         if isinstance(result, Item):
-            if result.item_id in seen:
-                yield RowError(number, result.item_id, _duplicate(result.item_id, seen))
-                continue
             made_up = not cell_text(row.get(columns.id_column)) if columns.id_column else True
-            seen[result.item_id] = number if made_up else None
+            if result.item_id in seen:
+                yield _duplicate(number, result.item_id, made_up, *seen[result.item_id])
+                continue
+            seen[result.item_id] = (number, made_up)
         yield result
 
 
-def _duplicate(item_id: str, seen: Mapping[str, int | None]) -> str:
-    made_up_at = seen[item_id]
-    if made_up_at is None:
-        return f"duplicate id {item_id!r}"
-    # a real id that happens to be the one given to an earlier row without an id
-    return (
-        f"id {item_id!r} is also the id juryflow gave row {made_up_at}, which has none; "
-        f"give row {made_up_at} an id of its own (or this row another one)"
-    )
+def _duplicate(number: int, item_id: str, made_up: bool, at: int, made_up_at: bool) -> RowError:
+    """Row ``number``'s error: its id ``item_id`` (``made_up`` by juryflow, or the row's
+    own) is already row ``at``'s (made up there, or not)."""
+    if made_up:
+        # The row has no id at all: the one juryflow would give it, row-N, is an earlier
+        # row's own id (a made-up id names its own row, so never another's made-up one).
+        return RowError(
+            number,
+            None,
+            f"the row has no id, and the one juryflow gives a row without one, {item_id!r}, "
+            f"is row {at}'s id; give this row an id of its own",
+        )
+    if made_up_at:
+        # a real id that happens to be the one given to an earlier row without an id
+        return RowError(
+            number,
+            item_id,
+            f"id {item_id!r} is also the id juryflow gave row {at}, which has none; "
+            f"give row {at} an id of its own (or this row another one)",
+        )
+    return RowError(number, item_id, f"duplicate id {item_id!r}")
 
 
 def select_items(
