@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import re
 import threading
@@ -43,6 +42,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from juryflow.judges.untrusted.loading import NestingError, load_json
 from juryflow.storage.connection import StoreError, StoreMissingError, connect, duckdb_config
 from juryflow.storage.lake.attach import LakeTarget, lake_data_path, open_lake
 from juryflow.storage.lake.object_store import is_remote
@@ -52,6 +52,13 @@ ALLOWED = (
     "(table_info, show_tables, database_size, ...)"
 )
 DEFAULT_TIMEOUT_SECONDS = 300.0
+
+SQL_TREE_MAX_DEPTH = 400
+"""Deepest parse tree (DuckDB's ``json_serialize_sql``) a query may have to be checked: a
+function call nests it 2 levels, a subquery 3, so about 195 nested calls or 130 nested
+subqueries (a sum of 150 terms is 300 levels). The tree is read and walked by recursion;
+500 nested calls (1,000 levels) stopped the check with a RecursionError, which failed
+closed but printed a traceback. A deeper query is refused in one line; nothing runs."""
 
 # Order matters. temp_directory goes first: once external access is off DuckDB lists the
 # temp directory in allowed_directories, and spilling is not worth a writable directory.
@@ -397,8 +404,20 @@ def _parse_tree(con: duckdb.DuckDBPyConnection, sql: str) -> _Found | None:
 
 
 def _walked(serialized: object) -> _Found | None:
-    """What json_serialize_sql's output calls and names; None for its error or nothing."""
-    tree: Any = json.loads(serialized) if isinstance(serialized, str) else {}
+    """What json_serialize_sql's output calls and names; None for its error or nothing.
+    SqlRefused for a tree nested past SQL_TREE_MAX_DEPTH."""
+    try:
+        tree: Any = (
+            load_json(serialized, max_depth=SQL_TREE_MAX_DEPTH)
+            if isinstance(serialized, str)
+            else {}
+        )
+    except NestingError as error:
+        raise SqlRefused(
+            f"the query is too deeply nested to be checked (its parse tree is {error}); "
+            "write it with fewer nested calls or subqueries, a CTE for each part "
+            "(nothing ran)"
+        ) from None
     if not isinstance(tree, dict) or tree.get("error") or not tree.get("statements"):
         return None
     found = _Found()
