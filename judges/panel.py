@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
+from juryflow.judges.untrusted.loading import NestingError, load_yaml
 
 if TYPE_CHECKING:
     from juryflow.maths.reducers import ConsensusRule
@@ -52,6 +53,11 @@ RECORDED_REFUSAL = (
     "(anthropic or openai, with model and prompt) or an offline detector; to analyse its "
     "imported answers, run `juryflow agreement RUN` on the imported run"
 )
+
+MAX_PANEL_BYTES = 1_000_000
+"""Largest panel file read. A panel of fifty judges is a few kilobytes (prompts live in
+files of their own, themselves at most a megabyte each); a bigger file is a mistake and is
+refused before it is read."""
 
 RESERVED_JUDGE_IDS = frozenset({"consensus", "gold"})
 """Judge ids the analysis views use for rows of their own (compared case-insensitively)."""
@@ -527,8 +533,16 @@ def load_panel(path: str | Path | None) -> PanelSpec:
     file = Path(path)
     if not file.is_file():
         raise PanelError(f"panel file {file} does not exist")
+    size = file.stat().st_size
+    if size > MAX_PANEL_BYTES:
+        raise PanelError(
+            f"{file}: {size:,} bytes, over the limit of {MAX_PANEL_BYTES:,} for a panel file; "
+            "a panel names its judges, and prompts go in files of their own"
+        )
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = load_yaml(file.read_text(encoding="utf-8"))
+    except NestingError as error:
+        raise PanelError(f"{file}: {error}") from None
     except yaml.YAMLError as error:
         # PyYAML's own message spans lines (context, a caret drawing); the gist fits one.
         mark = getattr(error, "problem_mark", None)
