@@ -35,9 +35,13 @@ _TAIL_LENGTH = 8
 """Error bodies sometimes quote only a key's end ("Incorrect API key: sk-...abcd1234")."""
 
 _SENSITIVE_NAME = re.compile(
-    r"key|token|secret|sig|password|passwd|pwd|auth|credential|session|cookie", re.IGNORECASE
+    r"key|token|secret|sig|pass|pwd|auth|credential|session|cookie|code|jwt|ticket",
+    re.IGNORECASE,
 )
-"""Query parameter and header names whose values are credentials (api_key, X-Amz-Signature)."""
+"""Query parameter and header names whose values are credentials, matched anywhere in the
+name: api_key, X-Amz-Signature, passphrase, Azure Functions' ``code``, OAuth's ``code``,
+a ``jwt`` or ``ticket``. A harmless name caught by it (``country_code``) only costs a
+masked value in what juryflow stores."""
 
 # Every pattern below runs over whole model answers (megabytes, from a model or whoever
 # steers it), so none may rescan a run of characters from each position inside it: that is
