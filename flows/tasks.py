@@ -1,7 +1,9 @@
 """The one Prefect task of a judging run: one judge over one chunk of items.
 
 Inside, calls run concurrently under the judge's own limiters; Prefect's retry is only the
-outer safety net for a task that dies as a whole (a worker lost, say).
+outer safety net for a task that dies as a whole (a worker lost, say). A retry never pays
+for an answer twice: it judges only the items the journal does not hold, and a chunk that
+stopped because the journal cannot be written is not retried at all.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import asyncio
 import contextlib
 import json
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.runtime import task_run as current_task_run
+from prefect.states import State
 
 from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
@@ -72,12 +77,23 @@ class JudgedChunk:
     neither stored nor journaled, so that ``--resume`` judges them."""
 
 
+def _retry_unless_unkept(_task: object, _run: TaskRun, state: State[object]) -> bool:
+    """Prefect's retry condition: any failure but a journal that cannot be written.
+
+    That chunk's calls went out and were paid for; run again it would pay for them a
+    second time with still nowhere to keep the answers (issue 44: on a full disk every
+    prompt of the chunk reached the provider twice, 5 s apart).
+    """
+    return not isinstance(state.data, JournalWriteError)
+
+
 @task(
     name="judge-chunk",
     task_run_name="{spec.id}/chunk-{chunk_index}",
     cache_policy=NO_CACHE,
     retries=1,
     retry_delay_seconds=5,
+    retry_condition_fn=_retry_unless_unkept,
 )
 async def judge_chunk(
     spec: JudgeSpec,
@@ -87,7 +103,16 @@ async def judge_chunk(
     journal: str | None = None,
     run_id: str | None = None,
 ) -> JudgedChunk:
-    return await judge_items(spec, prices, items, journal, run_id)
+    if journal is None or current_task_run.run_count <= 1:
+        return await judge_items(spec, prices, items, journal, run_id)
+    # Prefect runs the chunk again (its first run died as a whole): what that run journaled
+    # is kept and paid for, so only the rest is judged now.
+    wanted = {item.item_id for item in items}
+    kept = Journal(Path(journal)).replay(keep=lambda i, j: j == spec.id and i in wanted)
+    kept_ids = {judgment.item_id for judgment in kept}
+    left = [item for item in items if item.item_id not in kept_ids]
+    chunk = await judge_items(spec, prices, left, journal, run_id)
+    return replace(chunk, judgments=(*kept, *chunk.judgments))
 
 
 ADMITTED_PER_PERMIT = 2
@@ -119,6 +144,48 @@ def admission_for(spec: JudgeSpec) -> asyncio.Semaphore:
     return gate
 
 
+@dataclass(slots=True)
+class _JournalCalls:
+    """The calls of every chunk in this loop that journals to one file: the first that
+    cannot write it stops them all, as no answer they get could be kept."""
+
+    tasks: set[asyncio.Task[Judgment]] = field(default_factory=set)
+    failure: JournalWriteError | None = None
+
+    def fail(self, error: JournalWriteError) -> None:
+        if self.failure is None:
+            self.failure = error
+        current = asyncio.current_task()
+        # Calls queued for a permit are never sent; those in flight are paid already, but
+        # their answers would only meet the same full disk.
+        for other in self.tasks:
+            if other is not current:
+                other.cancel()
+
+
+_journal_calls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _JournalCalls]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _calls_of(journal: str | None) -> _JournalCalls:
+    """The shared record of ``journal``'s calls in this loop (a chunk of its own without)."""
+    if journal is None:
+        return _JournalCalls()
+    by_journal = _journal_calls.setdefault(asyncio.get_running_loop(), {})
+    return by_journal.setdefault(journal, _JournalCalls())
+
+
+def _done_with(
+    journal: str | None, calls: _JournalCalls, tasks: list[asyncio.Task[Judgment]]
+) -> None:
+    calls.tasks.difference_update(tasks)
+    if journal is not None and not calls.tasks:
+        # No chunk of the run is live here: a later one (a resume in this process) starts
+        # afresh rather than inheriting a disk that may have been freed since.
+        _journal_calls.get(asyncio.get_running_loop(), {}).pop(journal, None)
+
+
 async def judge_items(
     spec: JudgeSpec,
     prices: dict[str, Price],
@@ -137,7 +204,7 @@ async def judge_items(
     # command line refuses --max-cost with --dask).
     budget = budget_of(run_id)
 
-    unwritable: list[JournalWriteError] = []
+    calls = _calls_of(journal)
     # Only an LLM judge's items queue for calls; an offline judge computes in this loop.
     gate: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
     if isinstance(judge, LLMJudge):
@@ -146,8 +213,8 @@ async def judge_items(
             judge.client.warm(spec.timeout)
 
     async def judge_one(item: Item) -> Judgment:
-        if unwritable:  # no more calls whose answers could not be kept
-            raise unwritable[0]
+        if calls.failure is not None:  # no more calls whose answers could not be kept
+            raise calls.failure
         async with gate:
             if isinstance(judge, LLMJudge):
                 judgment = await judge.judge(item, breaker, budget)
@@ -157,16 +224,25 @@ async def judge_items(
             try:
                 log.append(judgment)
             except JournalWriteError as error:
-                unwritable.append(error)
+                calls.fail(error)
                 raise
         progress.judged((judgment,))
         return judgment
 
+    tasks = [asyncio.ensure_future(judge_one(item)) for item in items]
+    calls.tasks.update(tasks)
     try:
-        results = await asyncio.gather(*(judge_one(item) for item in items), return_exceptions=True)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        _done_with(journal, calls, tasks)
         if log is not None:
             log.close()
+    if calls.failure is not None:
+        # The run stops: a judgment it cannot keep is no judgment, and this chunk's calls
+        # were cancelled for it. It says so in one line; Prefect's report of this task
+        # failing would only repeat it.
+        quiet_stopped_run()
+        raise calls.failure
     judgments: list[Judgment] = []
     unjudged: list[str] = []
     for item, result in zip(items, results, strict=True):
@@ -174,11 +250,6 @@ async def judge_items(
             judgments.append(result)
         elif isinstance(result, BudgetReached):
             unjudged.append(item.item_id)
-        elif isinstance(result, JournalWriteError):
-            # The run stops: a judgment it cannot keep is no judgment. It says so in one
-            # line; Prefect's report of this task failing would only repeat it.
-            quiet_stopped_run()
-            raise result
         elif isinstance(result, Exception):
             # A judge should return unscored rather than raise; if one raises anyway, only
             # that item is lost for that judge, and the row says why.

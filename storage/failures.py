@@ -16,6 +16,9 @@ _FULL = ("No space left on device", "Disk quota exceeded")
 _READ_ONLY = ("Permission denied", "Read-only file system", "Operation not permitted")
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_TOO_LARGE = "File too large"
+"""EFBIG: a file reached the largest size this process may write (``ulimit -f``) or its
+file system holds; for the run as final as a full disk, and cured the same way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,12 @@ def store_failure(error: BaseException, store: object) -> StoreFailure | None:
         text = str(cause) if isinstance(cause, OSError | duckdb.Error | StoreError) else ""
         if code in _FULL_ERRNOS or any(mark in text for mark in _FULL):
             return StoreFailure(f"the disk of the store {store} is full", "free some space")
+        if code == errno.EFBIG or _TOO_LARGE in text:
+            return StoreFailure(
+                f"a file of the store {store} or of its journal reached the largest size "
+                "this process may write",
+                "raise the limit (ulimit -f) or free some space",
+            )
         if code in _READ_ONLY_ERRNOS or any(mark in text for mark in _READ_ONLY):
             return StoreFailure(
                 f"the store {store} can no longer be written ({text or 'permission denied'})",

@@ -1,0 +1,157 @@
+"""Calls paid twice (issue 44): `juryflow run` as real subprocesses against the stand-in
+over real HTTP, counting what the stand-in was sent.
+
+- A journal that cannot grow (a full disk) ends the run in one line and Prefect does not
+  run the chunk again: each prompt reaches the stand-in once, and the resume sends only
+  what the journal does not hold.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
+from juryflow.storage.journal import journal_path, run_header_path
+from juryflow.storage.store import Store
+from tests.test_faults import synthetic_dataset
+from tests.test_interrupts import done_pairs
+from tests.test_resume import child_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+KEY = "sk-test-paid-once"
+ITEMS = 60
+FILE_LIMIT = 16 * 2**20
+"""The child's largest file (RLIMIT_FSIZE): far above its store, at its journal's size."""
+
+
+def _panel(path: Path, stub: StubHandle) -> Path:
+    path.write_text(
+        "name: paid-once\njudges:\n"
+        f"  - {{id: slow, provider: openai, model: stub-spans-good, prompt: data2txt_spans, "
+        f"base_url: '{stub.openai_base_url}', api_key_env: JURYFLOW_TEST_KEY, "
+        # a timeout no wait of these tests comes near (a resume stopped with SIGSTOP)
+        "max_concurrency: 10, timeout: 3600}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _command(db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "juryflow", "run", "--db", str(db), *extra]
+
+
+def _with_file_limit(command: list[str], limit: int) -> list[str]:
+    """``command`` (``python -m ...``) run with no file past ``limit`` bytes: a write beyond
+    it fails with EFBIG, as a write to a full disk fails with ENOSPC (Python ignores the
+    SIGXFSZ that comes with it)."""
+    launcher = (
+        "import os, resource, sys; "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+        "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    )
+    return [sys.executable, "-c", launcher, *command[1:]]
+
+
+def _killed_at_its_first_call(tmp_path: Path, stub: StubHandle, db: Path) -> str:
+    """A run of ITEMS items killed with SIGKILL once its first call reached the stand-in:
+    the run's id (its row `running`, its journal beside the store)."""
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", ITEMS)
+    panel = _panel(tmp_path / "panel.yaml", stub)
+    child = subprocess.Popen(
+        _command(db, str(dataset), "--panel", str(panel), "--chunk-size", "10"),
+        env=child_env(JURYFLOW_TEST_KEY=KEY),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(child, lambda: stub.stats.requests() >= 1)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(30)
+    run_id = Store(db).latest_run_id()
+    assert run_id is not None
+    return run_id
+
+
+def _wait_for(child: subprocess.Popen[str], done: Callable[[], bool], timeout: float = 180) -> None:
+    """Until ``done()``; the child must not end first (the timeout only ends a stuck test)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the child did not get there in time"
+        time.sleep(0.02)
+
+
+def _fill_journal(journal: Path, size: int) -> None:
+    """Grow the journal to ``size`` bytes with a hole (no disk used) and a newline, so that
+    its next line starts at ``size``: past the child's file limit."""
+    with journal.open("ab") as handle:
+        handle.truncate(size - 1)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\n")
+
+
+def test_a_journal_that_cannot_grow_stops_the_run_without_sending_a_prompt_twice(
+    tmp_path: Path,
+) -> None:
+    """Before the fix, Prefect ran the failed chunk again 5 s later (`retries=1`): every
+    prompt of it reached the stand-in twice, and none of the answers could be kept."""
+    db = tmp_path / "store.duckdb"
+    config = StubConfig(latency_ms=300, seed=11)
+    with running_stub_server(config) as stub:
+        run_id = _killed_at_its_first_call(tmp_path, stub, db)
+        assert run_header_path(journal_path(db, run_id)).exists()
+        journal = journal_path(db, run_id)
+        _fill_journal(journal, FILE_LIMIT)
+        stub.stats.reset()
+
+        resume = _command(db, "--resume", run_id)
+        failed = subprocess.run(
+            _with_file_limit(resume, FILE_LIMIT),
+            env=child_env(JURYFLOW_TEST_KEY=KEY),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        sent = Counter(stub.prompts())
+        assert stub.stats.requests() == sum(sent.values())
+        left = ITEMS - len(done_pairs(db, run_id))
+
+        stub.stats.reset()
+        finished = subprocess.run(
+            resume, env=child_env(JURYFLOW_TEST_KEY=KEY), capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        resent = stub.stats.requests()
+
+    # each prompt was sent once: no chunk was run again after its calls went out
+    twice = sum(n > 1 for n in sent.values())
+    assert sent and not twice, f"{twice} of {len(sent)} prompts were sent more than once"
+    text = failed.stdout + failed.stderr
+    assert failed.returncode == 2, text
+    assert "Traceback" not in text, text
+    lines = failed.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == lines[-1:], text
+    assert str(journal) in lines[-1] and f"--resume {run_id}" in lines[-1], text
+
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    # the resume judged exactly what neither the journal nor the store held
+    assert resent == left
+    store = Store(db)
+    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+    _, counts = store.query(
+        "SELECT count(*), count(DISTINCT item_id) FROM judgments WHERE run_id = ?", [run_id]
+    )
+    assert counts == [(ITEMS, ITEMS)]
