@@ -466,6 +466,9 @@ def plan_run(
         batch=batch,
     )
     if spec is None:
+        if isinstance(store.path, Path):
+            # from its first moment: a --resume of it is refused while this process lives
+            _claim(store, record.run_id, "run")
         store.create_run(record)
         if isinstance(store.path, Path):  # what --resume rebuilds a deleted store from
             write_run_header(journal_path(store.path, record.run_id), record)
@@ -698,6 +701,10 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
             f"DATASET --shard I/N --run-id {run_id}` again for each unfinished one "
             "(`juryflow finish` names them)"
         )
+    if isinstance(store.path, Path):
+        # Before anything is changed (the journal is rewritten just below): one process
+        # resumes a run at a time, or both pay for the same calls.
+        _claim(store, run_id, "resume")
     panel_spec = _pinned_prompts(parse_panel(run.panel, f"run {run_id}"), run)
     check_keys(panel_spec)
     try:
@@ -707,6 +714,18 @@ def _resumable(store: Store, run_id: str) -> tuple[RunRecord, PanelSpec, list[st
     except ResumeError as error:
         raise RunSetupError(str(error)) from None
     return run, panel_spec, warnings
+
+
+def _claim(store: Store, run_id: str, role: str) -> None:
+    """This process's hold on the run (see :mod:`juryflow.storage.store.liveness`);
+    RunSetupError naming the process that judges it now."""
+    from juryflow.storage.store.liveness import RunHeld, claim
+
+    assert isinstance(store.path, Path)
+    try:
+        claim(store.path, run_id, role)
+    except RunHeld as held:
+        raise RunSetupError(str(held)) from None
 
 
 def _pinned_prompts(panel: PanelSpec, run: RunRecord) -> PanelSpec:

@@ -4,6 +4,8 @@ over real HTTP, counting what the stand-in was sent.
 - A journal that cannot grow (a full disk) ends the run in one line and Prefect does not
   run the chunk again: each prompt reaches the stand-in once, and the resume sends only
   what the journal does not hold.
+- Two `--resume` of one run at once: the second is refused in one line naming the first's
+  process, before any call.
 """
 
 from __future__ import annotations
@@ -155,3 +157,47 @@ def test_a_journal_that_cannot_grow_stops_the_run_without_sending_a_prompt_twice
         "SELECT count(*), count(DISTINCT item_id) FROM judgments WHERE run_id = ?", [run_id]
     )
     assert counts == [(ITEMS, ITEMS)]
+
+
+def test_a_second_resume_of_a_run_being_resumed_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Before the fix both resumes judged the run: one ended with 387 lines and DuckDB's
+    duplicate-key error, and the prompts both sent were paid twice."""
+    db = tmp_path / "store.duckdb"
+    config = StubConfig(latency_ms=300, seed=12)
+    with running_stub_server(config) as stub:
+        run_id = _killed_at_its_first_call(tmp_path, stub, db)
+        left = ITEMS - len(done_pairs(db, run_id))
+        stub.stats.reset()
+        resume = _command(db, "--resume", run_id)
+        env = child_env(JURYFLOW_TEST_KEY=KEY)
+        first = subprocess.Popen(
+            resume, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            # Its calls go out: it holds the run. Stopped there, it is still judging the run
+            # however long the second takes to start, on however slow a machine.
+            _wait_for(first, lambda: stub.stats.requests() >= 1)
+            first.send_signal(signal.SIGSTOP)
+            try:
+                second = subprocess.run(
+                    resume, env=env, capture_output=True, text=True, timeout=300
+                )
+            finally:
+                first.send_signal(signal.SIGCONT)
+            out, err = first.communicate(timeout=300)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        sent = Counter(stub.prompts())
+
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stdout == ""
+    assert second.stderr.strip() == (
+        f"error: run {run_id} is being resumed by process {first.pid}; wait for it or stop it"
+    )
+    assert first.returncode == 0, out + err
+    # every prompt went out once, all of them from the first resume
+    assert sum(sent.values()) == len(sent) == left
+    store = Store(db)
+    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+    assert len(store.judged_pairs(run_id)) == ITEMS

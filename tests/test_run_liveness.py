@@ -3,6 +3,7 @@ failed under it so that its end could not be written) is `interrupted` (issue 29
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -82,3 +83,33 @@ def test_the_lock_is_dropped_once_the_end_is_recorded(db_path: Path) -> None:
     store.finish_run("r1", "completed")
     assert is_live(db_path, "r1") is False
     release(db_path, "r1")  # nothing left to release
+
+
+def test_a_second_process_claiming_a_held_run_is_refused_naming_the_holder(
+    db_path: Path,
+) -> None:
+    """Issue 44: the lock keeps a run to one process; the refusal names that process."""
+    from juryflow.storage.store.liveness import RunHeld, claim
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db_path), "r-busy"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        try:
+            claim(db_path, "r-busy", "resume")
+        except RunHeld as held:
+            refusal = str(held)
+        else:
+            raise AssertionError("claimed a run another process holds")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refusal == f"run r-busy is being run by process {holder.pid}; wait for it or stop it"
+    claim(db_path, "r-busy", "resume")  # its holder gone, the run is this process's
+    assert is_live(db_path, "r-busy") is True
+    assert liveness_path(db_path, "r-busy").read_text() == f"{os.getpid()} resume\n"
+    release(db_path, "r-busy")
