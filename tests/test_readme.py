@@ -1,6 +1,10 @@
-"""Every command the README shows is run here or by a named test or CI script.
+"""Every command the README and the documentation site show is run here or by a named test
+or CI script.
 
-A command in a ```bash block (or a ``$ `` line of a transcript) is either
+The pages are README.md and every page under docs/ written there (a page that is a link to a
+file elsewhere in the repository, such as bench/README.md, is that file's: its own tests run
+its commands). A command in a page's ```bash block (or a ``$ `` line of a transcript) is
+either
 
 - run by this module against a real store made by ``juryflow run`` on the bundled sample
   (the ``juryflow sql`` queries, ``juryflow agreement``, ``juryflow disagreements``), or
@@ -8,8 +12,8 @@ A command in a ```bash block (or a ``$ `` line of a transcript) is either
   exist and mention it, or with the reason it is shown for reference only (API keys,
   network, a server that runs until Ctrl-C).
 
-A README command in neither fails, so a README that drifts from the code fails CI. The
-inline ``juryflow X`` commands of the README's tables must name commands the CLI has.
+A command in neither fails, so a page that drifts from the code fails CI. The inline
+``juryflow X`` commands of the pages' tables must name commands the CLI has.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import pytest
 from tests.conftest import REPO
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 JURYFLOW = str(Path(sys.executable).with_name("juryflow"))
 _FENCE = re.compile(r"^\s*```(\w*)\s*$")
 # Words the README uses for "put yours here": such a command cannot run as shown.
@@ -41,6 +46,11 @@ RUN_HERE = ("sql", "agreement", "disagreements")
 class Command:
     line: int
     argv: tuple[str, ...]
+    page: Path = README
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}: {self.text}"
 
     @property
     def text(self) -> str:
@@ -56,7 +66,7 @@ class Command:
         )
 
 
-def readme_commands(text: str) -> list[Command]:
+def readme_commands(text: str, page: Path = README) -> list[Command]:
     """The commands of ```bash blocks (a command may span lines: open quotes, ``\\``) and
     the ``$ `` lines of plain blocks, with comments dropped."""
     commands: list[Command] = []
@@ -81,10 +91,10 @@ def readme_commands(text: str) -> list[Command]:
                 argv = shlex.split(pending, comments=True)
             except ValueError:  # an open quote: the command goes on on the next line
                 continue
-            commands.append(Command(start, tuple(argv)))
+            commands.append(Command(start, tuple(argv), page))
             pending = ""
         elif lang == "" and line.startswith("$ "):
-            commands.append(Command(number, tuple(shlex.split(line[2:], comments=True))))
+            commands.append(Command(number, tuple(shlex.split(line[2:], comments=True)), page))
     return commands
 
 
@@ -328,7 +338,22 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
 }
 
 
-COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+def pages() -> list[Path]:
+    """README.md, then every page of docs/ written there (not those that link elsewhere)."""
+    found = [README]
+    if DOCS.is_dir():
+        found += sorted(
+            page
+            for page in DOCS.rglob("*.md")
+            if not page.is_symlink() and page.resolve().is_relative_to(DOCS.resolve())
+        )
+    return found
+
+
+PAGES = pages()
+PAGE_IDS = [str(page.relative_to(REPO)) for page in PAGES]
+COMMANDS = [c for page in PAGES for c in readme_commands(page.read_text(encoding="utf-8"), page)]
+PYTHON_API_PAGE = DOCS / "reference" / "python-api.md"
 
 
 def test_the_extractor_finds_multiline_commands_and_transcripts() -> None:
@@ -344,20 +369,22 @@ def test_the_extractor_finds_multiline_commands_and_transcripts() -> None:
     ]
 
 
-def test_every_readme_command_is_run_somewhere() -> None:
-    assert len(COMMANDS) > 20
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_every_command_of_a_page_is_run_somewhere(page: Path) -> None:
     unaccounted = [
-        f"README.md:{c.line}: {c.text}"
-        for c in COMMANDS
-        if not c.runs_here and c.text not in ELSEWHERE
+        c.where for c in COMMANDS if c.page == page and not c.runs_here and c.text not in ELSEWHERE
     ]
     assert not unaccounted, (
-        "README commands that nothing runs: run them in tests/test_readme.py or add them "
-        "to its ELSEWHERE with the test that runs them:\n" + "\n".join(unaccounted)
+        "commands that nothing runs: run them in tests/test_readme.py or add them to its "
+        "ELSEWHERE with the test that runs them:\n" + "\n".join(unaccounted)
     )
+
+
+def test_every_command_elsewhere_is_shown_and_run_where_it_says() -> None:
+    assert len(COMMANDS) > 20
     shown = {c.text for c in COMMANDS}
     stale = sorted(set(ELSEWHERE) - shown)
-    assert not stale, f"ELSEWHERE lists commands the README no longer shows: {stale}"
+    assert not stale, f"ELSEWHERE lists commands no page shows any more: {stale}"
     for text, (where, marker) in ELSEWHERE.items():
         if where == "reference":
             assert marker, text
@@ -366,7 +393,7 @@ def test_every_readme_command_is_run_somewhere() -> None:
         assert marker in content, f"{where} does not run `{text}` (no {marker!r} in it)"
 
 
-def test_every_readme_sql_query_names_one_run() -> None:
+def test_every_sql_query_names_one_run() -> None:
     """The issue: queries with no run filter doubled every figure after a second run."""
     queries = [c for c in COMMANDS if c.argv[:2] == ("juryflow", "sql")]
     assert len(queries) >= 10
@@ -375,7 +402,7 @@ def test_every_readme_sql_query_names_one_run() -> None:
         if not sql.lstrip().upper().startswith("SELECT"):
             continue
         assert re.search(r"\bWHERE run_id = \(SELECT max\(run_id\) FROM \w+\)", sql), (
-            f"README.md:{command.line}: the query reads every run; scope it to one"
+            f"{command.where}: the query reads every run; scope it to one"
         )
 
 
@@ -393,37 +420,59 @@ def readme_python_blocks(text: str) -> list[tuple[int, str]]:
     return blocks
 
 
-def test_the_readme_python_api_example_runs_as_shown(
+def python_api_page() -> Path:
+    """The page that shows the Python API: the docs' once they have one, else the README."""
+    return PYTHON_API_PAGE if PYTHON_API_PAGE.is_file() else README
+
+
+def test_only_the_python_api_page_shows_python_blocks() -> None:
+    """The one page whose ```python blocks the test below runs; a block elsewhere would be
+    shown untested."""
+    others = [
+        f"{page.relative_to(REPO)}:{line}"
+        for page in PAGES
+        if page != python_api_page()
+        for line, _ in readme_python_blocks(page.read_text(encoding="utf-8"))
+    ]
+    assert not others, f"```python blocks that no test runs: {others}"
+
+
+def test_the_python_api_example_runs_as_shown(
     prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blocks = readme_python_blocks(README.read_text(encoding="utf-8"))
-    assert blocks, "the README shows the Python API"
+    page = python_api_page()
+    blocks = readme_python_blocks(page.read_text(encoding="utf-8"))
+    assert blocks, "the docs show the Python API"
     monkeypatch.chdir(tmp_path)  # its store, evals.duckdb, lands here
     namespace: dict[str, object] = {}
     for line, code in blocks:
-        exec(compile(code, f"README.md:{line}", "exec"), namespace)
+        exec(compile(code, f"{page.relative_to(REPO)}:{line}", "exec"), namespace)
     run = namespace["run"]
     assert (tmp_path / "evals.duckdb").exists()
     assert namespace["scores"].shape == (20, 3)  # type: ignore[attr-defined]
     assert namespace["union"].run_id != run.run_id  # type: ignore[attr-defined]
 
 
-def test_inline_commands_name_real_subcommands() -> None:
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_inline_commands_name_real_subcommands(page: Path) -> None:
     import typer.main
     from typer.core import TyperGroup
 
     from juryflow.cli import app
 
-    text = README.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     named = set(re.findall(r"`juryflow ([a-z][a-z-]*)", text))
-    assert {"agreement", "disagreements", "sql", "run"} <= named
+    if page == README:
+        assert {"agreement", "disagreements", "sql", "run"} <= named
     group = typer.main.get_command(app)
     assert isinstance(group, TyperGroup)
     known = set(group.commands)
-    assert named <= known, f"README names juryflow commands that do not exist: {named - known}"
+    assert named <= known, (
+        f"{page.relative_to(REPO)} names juryflow commands that do not exist: {named - known}"
+    )
 
 
-# --- running the README's queries against a real store ------------------------------
+# --- running the pages' queries against a real store ------------------------------
 
 
 def _env(db: Path, home: Path) -> dict[str, str]:
@@ -480,7 +529,7 @@ def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:
         return con.execute(sql).fetchall()
 
 
-def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
+def test_the_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
     """Each command runs as shown on a store holding a second run; each query gives the
     same rows as on the store with one run (an unscoped query would count both).
 
@@ -498,7 +547,7 @@ def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
         Command(0, ("juryflow", "disagreements", "--top", "2")),
     )
     for command in [*(c for c in COMMANDS if c.runs_here), *extra]:
-        where = f"README.md:{command.line}: {command.text}"
+        where = command.where
         result = runner.invoke(app, list(command.argv[1:]), env=stores.env)
         shown = result.output
         # a Python error in the command, not an exit code the command chose
@@ -506,7 +555,7 @@ def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
             where + "\n" + repr(result.exception)
         )
         if command.argv[1] == "sql" and not command.argv[2].lstrip().upper().startswith("SELECT"):
-            # the README shows this one refused
+            # the page shows this one refused
             assert result.exit_code == 2 and "refused" in shown, where + "\n" + shown
             continue
         assert result.exit_code == 0, where + "\n" + shown
@@ -518,8 +567,8 @@ def test_readme_commands_run_on_a_store_with_two_runs(stores: Stores) -> None:
             ), where
 
 
-def test_readme_csv_output_is_what_the_sample_gives(stores: Stores) -> None:
-    """The README's `--format csv` example shows the sample's figures, with LF line ends."""
+def test_the_csv_output_shown_is_what_the_sample_gives(stores: Stores) -> None:
+    """The `--format csv` example shows the sample's figures, with LF line ends."""
     (command,) = [c for c in COMMANDS if c.runs_here and "--format" in c.argv]
     result = subprocess.run(
         [JURYFLOW, *command.argv[1:]], env=stores.env, cwd=REPO, capture_output=True,
@@ -528,6 +577,6 @@ def test_readme_csv_output_is_what_the_sample_gives(stores: Stores) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(b"\n") and b"\r" not in result.stdout, "CSV lines end with CRLF"
     shown = result.stdout.decode("utf-8").strip()
-    assert shown in README.read_text(encoding="utf-8"), (
-        "README's CSV example differs from the sample's output:\n" + shown
+    assert shown in command.page.read_text(encoding="utf-8"), (
+        f"{command.where}: the CSV example differs from the sample's output:\n" + shown
     )
