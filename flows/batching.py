@@ -10,6 +10,10 @@ A run that stops while batches are in flight (Ctrl-C, SIGTERM, a cancellation in
 ``--batch-wait``, kill -9) leaves them to finish at the provider: ``--resume`` polls the
 same batches from the journal and reads their answers, paying for no request twice.
 
+A run killed while it creates a batch may leave one the provider made but whose id never
+reached the journal: found at the provider and adopted before its requests are sent again
+(:mod:`juryflow.flows.lost_batches`).
+
 A request a batch did not answer (expired, cancelled, an error worth trying again) is
 stored unscored with the provider's reason, its item left without consensus, and the run
 ends ``interrupted``: ``--resume`` sends those requests again, and only those. An error
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from prefect import get_run_logger
 
+from juryflow.flows.lost_batches import CannotLook, LostBatches
 from juryflow.flows.runtime import progress
 from juryflow.flows.tasks import JudgedChunk, judge_for
 from juryflow.judges.batches.base import BatchClient, BatchUnsupported
@@ -152,10 +157,13 @@ class BatchRounds:
         self.stopped: dict[str, StoppedJudge] = {}
         """Judges whose batches were refused for good (a rejected key, an unknown model)."""
         self.reserved = 0.0
+        self.lost = LostBatches(self.journal)
         if plan.resumed:
-            for batch in self.journal.open_batches(keep=lambda i, j: (i, j) not in done):
+            sends = self.journal.open_sends(keep=lambda i, j: (i, j) not in done)
+            for batch in sends.batches:
                 for entry in batch.entries:
                     self.open[(entry.item_id, entry.judge_id)] = batch
+            self.lost.load(sends)
 
     @classmethod
     def of(
@@ -228,6 +236,10 @@ class BatchRounds:
                 judgments.append(call)  # no prompt, no call
             else:
                 current.calls[item.item_id] = call
+        try:
+            self.open.update(await self.lost.adopt(current.client, spec, current.calls))
+        except CannotLook as error:
+            raise BatchStop(str(error)) from None
         pending = self._journaled(current)
         fresh = [c for i, c in current.calls.items() if (i, spec.id) not in self.open]
         fresh, held = self._within_budget(current, fresh)
@@ -336,9 +348,9 @@ class BatchRounds:
         self, current: _Round, calls: list[PreparedCall]
     ) -> tuple[list[SubmittedBatch], list[Judgment]]:
         """Send ``calls`` as batches, each journaled as soon as it exists; a passing failure
-        is tried again for the requests no batch holds yet, so none is sent twice. Returns
-        the batches, and the unscored judgments of requests that could not be sent after
-        some were (for ``--resume`` to send)."""
+        is tried again for the requests no batch holds yet, so none is sent twice (see
+        :meth:`LostBatches.submit`). Returns the batches, and the unscored judgments of
+        requests that could not be sent after some were (for ``--resume`` to send)."""
         if not calls:
             return [], []
         spec = current.spec
@@ -350,14 +362,8 @@ class BatchRounds:
             self.running[batch.batch_id] = batch
             created.append(batch)
 
-        async def send() -> None:
-            sent = {entry.custom_id for batch in created for entry in batch.entries}
-            left = [r for r in requests if r.custom_id not in sent]
-            if left:
-                await current.client.submit(left, on_created=on_created)
-
         try:
-            await call_with_retries(send, lambda e: e.retryable, spec.max_attempts)
+            await self.lost.submit(current.client, requests, on_created, spec.max_attempts)
         except (RetriesExhausted, ProviderError) as error:
             last = error.last_error if isinstance(error, RetriesExhausted) else error
             if not created:

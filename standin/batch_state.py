@@ -24,6 +24,23 @@ ANTHROPIC_MAX_REQUESTS = 100_000
 ANTHROPIC_MAX_BYTES = 256 * 1000 * 1000
 
 
+HELD = "held:"
+"""The counter of requests held at a step is ``held:<step>`` (see :attr:`BatchStore.hold`)."""
+HOLD_STEPS = (
+    "openai:upload",
+    "openai:uploaded",
+    "openai:create",
+    "openai:created",
+    "openai:poll",
+    "anthropic:create",
+    "anthropic:created",
+    "anthropic:poll",
+)
+"""Where a batch request can be held: ``upload`` / ``create`` / ``poll`` as it arrives (the
+file not stored, the batch not created, the poll not counted), ``uploaded`` / ``created``
+once done, its answer not sent."""
+
+
 class BatchStats:
     """Batch counters, updated by the server thread and read from any thread."""
 
@@ -55,10 +72,14 @@ class BatchStats:
                 "polls",
                 "results_fetched",
                 "cancels",
+                "lists",
             )
+            counts = self.counts.items()
+            held = {name.removeprefix(HELD): n for name, n in counts if name.startswith(HELD)}
             return {
                 **{name: self.counts[name] for name in names},
                 "batch_requests_by_model": dict(self.by_model),
+                "held": held,
             }
 
 
@@ -109,6 +130,8 @@ class Batch:
     """The key the batch was created with: a ``401`` fault quotes it, as real-time does."""
     version: str = ""
     input_file_id: str = ""
+    metadata: dict[str, str] | None = None
+    """What the OpenAI create request's ``metadata`` set (returned, and listed, as given)."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     """Validation errors of an OpenAI input file: the batch fails at its first poll."""
     polls: int = 0
@@ -132,6 +155,10 @@ class BatchStore:
         self.batches: dict[str, Batch] = {}
         self.stats = BatchStats()
         self._ids = itertools.count(1)
+        self.hold: set[str] = set()
+        """Steps of :data:`HOLD_STEPS` at which a request is held unanswered until its
+        connection closes, then dropped: a client killed there (tests of kill -9 while a
+        batch is created). Counted in the stats as ``held:<step>``."""
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"

@@ -122,7 +122,7 @@ def openai_batch(batch: Batch) -> dict[str, Any]:
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
         },
-        "metadata": None,
+        "metadata": batch.metadata,
     }
 
 

@@ -4,12 +4,14 @@ Wire formats as the real APIs (the official SDKs' ``files``, ``batches`` and
 ``messages.batches`` methods run unchanged against them):
 
 - OpenAI: ``POST /v1/files`` (multipart, purpose ``batch``), ``GET /v1/files/{id}``,
-  ``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``; ``POST /v1/batches``,
-  ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``. Output and error files are
-  JSONL lines ``{"id", "custom_id", "response": {"status_code", "request_id", "body"},
-  "error"}``; a request never run has ``response: null`` and ``error.code``
-  ``batch_expired`` or ``batch_cancelled``.
-- Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
+  ``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``; ``POST /v1/batches`` (with
+  its ``metadata``, up to 16 pairs), ``GET /v1/batches`` (newest first, ``limit`` and
+  ``after``), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``. Output and
+  error files are JSONL lines ``{"id", "custom_id", "response": {"status_code",
+  "request_id", "body"}, "error"}``; a request never run has ``response: null`` and
+  ``error.code`` ``batch_expired`` or ``batch_cancelled``.
+- Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches`` (newest first,
+  ``limit``, ``after_id`` and ``before_id``), ``GET /v1/messages/batches/{id}``,
   ``POST .../{id}/cancel``, ``GET .../{id}/results`` (JSONL ``{"custom_id", "result":
   {"type": "succeeded" | "errored" | "canceled" | "expired", ...}}``).
 
@@ -28,7 +30,13 @@ Anthropic in_progress, then ended. ``batch_never_finishes`` keeps a batch in pro
 batch at the next poll with the unprocessed requests canceled. ``batch_api=False`` (or a
 local ``dialect``) answers 404 on every batch route, as vLLM or Ollama do. Counters
 (``/_stats`` under ``batches``): files uploaded, batches created, batch requests answered
-(total and per model), polls, result downloads and cancels.
+(total and per model), polls, result downloads, cancels and lists. A listing shows each
+batch as it stands; it is no poll, and moves none on.
+
+``BatchStore.hold`` (tests) holds a request at a step of creating or polling a batch (see
+``batch_state.HOLD_STEPS``) until its connection closes, then drops it: what a provider
+sees of a client killed there. A test waits for the ``held`` count, kills the client, and
+counts the batches its resume creates.
 
 This module holds the routes; the state is in :mod:`~juryflow.standin.batch_state`, how a
 batch moves on in :mod:`~juryflow.standin.batch_progress`, the wire formats in
@@ -38,15 +46,18 @@ batch moves on in :mod:`~juryflow.standin.batch_progress`, the wire formats in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
 from juryflow.standin.batch_progress import Progress
 from juryflow.standin.batch_state import (
     ANTHROPIC_MAX_BYTES,
     ANTHROPIC_MAX_REQUESTS,
+    HELD,
     OPENAI_MAX_BYTES,
     OPENAI_MAX_REQUESTS,
     Api,
@@ -73,6 +84,10 @@ from juryflow.standin.server import StubServer, _Request, _send, error_body
 __all__ = ["handle", "is_batch_route", "stats_of"]
 
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# The APIs' page sizes: (default, largest)
+_PAGE = {"openai": (20, 100), "anthropic": (20, 1000)}
+# OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512
+_METADATA_PAIRS, _METADATA_KEY, _METADATA_VALUE = 16, 64, 512
 
 
 def is_batch_route(path: str) -> bool:
@@ -96,6 +111,8 @@ async def handle(server: StubServer, request: _Request, writer: asyncio.StreamWr
         parts = parts[2:]  # without "messages", "batches"
         if not parts and method == "POST":
             return await routes.create_message_batch()
+        if not parts and method == "GET":
+            return await routes.list_batches()
         if len(parts) == 1 and method == "GET":
             return await routes.retrieve(parts[0])
         if len(parts) == 2 and parts[1] == "cancel" and method == "POST":
@@ -114,6 +131,8 @@ async def handle(server: StubServer, request: _Request, writer: asyncio.StreamWr
     else:
         if len(parts) == 1 and method == "POST":
             return await routes.create_openai_batch()
+        if len(parts) == 1 and method == "GET":
+            return await routes.list_batches()
         if len(parts) == 2 and method == "GET":
             return await routes.retrieve(parts[1])
         if len(parts) == 3 and parts[2] == "cancel" and method == "POST":
@@ -143,6 +162,20 @@ class _Routes:
     async def error(self, status: int, message: str) -> bool:
         return await _send(self.writer, status, error_body(self.api, status, message))
 
+    async def held(self, step: str) -> bool:
+        """Whether the request is held at ``step`` (``BatchStore.hold``): then it waits
+        until its connection closes (its client killed, or the server stopping), and the
+        caller drops it, as a provider drops a request whose client went away."""
+        name = f"{self.api}:{step}"
+        if name not in self.store.hold:
+            return False
+        self.store.stats.count(HELD + name)
+        # A killed client's connection is half-closed, not closed: it ends when the server
+        # stops and aborts it. A reset connection says so by raising here.
+        with contextlib.suppress(OSError):
+            await self.writer.wait_closed()
+        return True
+
     def json_body(self) -> dict[str, Any] | None:
         try:
             body = json.loads(self.request.body or b"{}")
@@ -160,9 +193,13 @@ class _Routes:
         if purpose != "batch":
             return await self.error(400, f"purpose {purpose!r}: this stand-in stores batch files")
         filename, data = fields["file"]
+        if await self.held("upload"):
+            return False
         stored = StoredFile(self.store.new_id("file-stub"), "batch", filename or "", data, now())
         self.store.files[stored.id] = stored
         self.store.stats.count("files_uploaded")
+        if await self.held("uploaded"):
+            return False
         return await _send(self.writer, 200, stored.payload())
 
     async def file(self, file_id: str) -> bool:
@@ -200,6 +237,12 @@ class _Routes:
         stored = self.store.files.get(str(body.get("input_file_id", "")))
         if stored is None or stored.purpose != "batch":
             return await self.error(404, f"No such File object: {body.get('input_file_id')}")
+        metadata = body.get("metadata")
+        refusal = _metadata_refusal(metadata)
+        if refusal is not None:
+            return await self.error(400, refusal)
+        if await self.held("create"):
+            return False
         config = self.server.config
         entries, errors = openai_entries(
             stored.data,
@@ -209,6 +252,9 @@ class _Routes:
         batch = self._new_batch(entries, self.store.new_id("batch_stub"))
         batch.input_file_id = stored.id
         batch.errors = errors
+        batch.metadata = dict(metadata) if metadata else None
+        if await self.held("created"):
+            return False
         return await _send(self.writer, 200, openai_batch(batch))
 
     async def create_message_batch(self) -> bool:
@@ -241,7 +287,11 @@ class _Routes:
                 return await self.error(400, f"{where}.params.model: Field required")
             seen.add(custom_id)
             entries.append(Entry(custom_id, params))
+        if await self.held("create"):
+            return False
         batch = self._new_batch(entries, self.store.new_id("msgbatch_stub"))
+        if await self.held("created"):
+            return False
         return await _send(self.writer, 200, anthropic_batch(batch, self.host))
 
     def _new_batch(self, entries: list[Entry], batch_id: str) -> Batch:
@@ -270,9 +320,50 @@ class _Routes:
         batch = self._batch(batch_id)
         if batch is None:
             return await self.error(404, f"batch {batch_id!r} not found")
+        if await self.held("poll"):
+            return False
         self.store.stats.count("polls")
         Progress(self.server, self.store, batch).poll()
         return await self._send_batch(batch)
+
+    async def list_batches(self) -> bool:
+        """This API's batches, newest first, a page at a time as the real APIs page them:
+        OpenAI by ``after`` (the last id of the page before), Anthropic by ``after_id``
+        (older) or ``before_id`` (newer), each page with ``has_more``."""
+        query = parse_qs(self.request.path.partition("?")[2])
+        default, largest = _PAGE[self.api]
+        try:
+            limit = int(query.get("limit", [default])[0])
+        except ValueError:
+            return await self.error(400, "limit: an integer is required")
+        if not 1 <= limit <= largest:
+            return await self.error(400, f"limit: from 1 to {largest}")
+        batches = [b for b in reversed(self.store.batches.values()) if b.api == self.api]
+        ids = [b.id for b in batches]
+        after = query.get("after" if self.api == "openai" else "after_id", [None])[0]
+        before = query.get("before_id", [None])[0] if self.api == "anthropic" else None
+        for cursor in (after, before):
+            if cursor is not None and cursor not in ids:
+                return await self.error(400, f"no batch {cursor!r} to page from")
+        if after is not None:
+            batches = batches[ids.index(after) + 1 :]
+            page = batches[:limit]
+        elif before is not None:
+            batches = batches[: ids.index(before)]
+            page = batches[-limit:]
+        else:
+            page = batches[:limit]
+        has_more = len(batches) > len(page)
+        self.store.stats.count("lists")
+        if self.api == "openai":
+            data = [openai_batch(b) for b in page]
+            payload: dict[str, Any] = {"object": "list", "data": data, "has_more": has_more}
+        else:
+            data = [anthropic_batch(b, self.host) for b in page]
+            payload = {"data": data, "has_more": has_more}
+        payload["first_id"] = page[0].id if page else None
+        payload["last_id"] = page[-1].id if page else None
+        return await _send(self.writer, 200, payload)
 
     async def cancel(self, batch_id: str) -> bool:
         batch = self._batch(batch_id)
@@ -303,3 +394,20 @@ class _Routes:
             for entry in batch.entries
         ]
         return await send_bytes(self.writer, jsonl(lines))
+
+
+def _metadata_refusal(metadata: object) -> str | None:
+    """What the OpenAI API says of a batch's ``metadata`` it refuses (None: accepted)."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        return "metadata: an object of string keys and values is required"
+    if len(metadata) > _METADATA_PAIRS:
+        return f"metadata: at most {_METADATA_PAIRS} pairs"
+    for key, value in metadata.items():
+        if not isinstance(value, str) or len(key) > _METADATA_KEY or len(value) > _METADATA_VALUE:
+            return (
+                f"metadata.{key}: keys of at most {_METADATA_KEY} characters, string values "
+                f"of at most {_METADATA_VALUE}"
+            )
+    return None

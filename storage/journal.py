@@ -1,5 +1,6 @@
 """A run's write-ahead journal: every judgment, one JSON line, the moment it completes;
-and in batch mode every batch the moment the provider accepts it (``{"batch": ...}``).
+and in batch mode every batch before its create request is sent (``{"creating": ...}``,
+its intent) and the moment the provider accepts it (``{"batch": ...}``).
 
 DuckDB receives judgments a chunk at a time (one transaction per chunk keeps writes fast),
 so a run killed mid-chunk would lose the calls that chunk had already paid for. Each
@@ -20,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from juryflow.judges.batches.records import SubmittedBatch
+from juryflow.judges.batches.records import BatchEntry, BatchIntent, SubmittedBatch
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import Judgment, Span, Usage
 from juryflow.storage.connection import StoreError
@@ -119,6 +120,17 @@ def read_run_header(journal: Path) -> RunRecord | None:
         return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenSends:
+    """What a journal's batch lines leave open (see :meth:`Journal.open_sends`)."""
+
+    batches: list[SubmittedBatch]
+    intents: list[tuple[BatchIntent, tuple[BatchEntry, ...]]]
+    """Intents no batch line settled, whole (their batch, if the provider made it, holds
+    all their requests: it is found by them), each with its entries still open."""
+    batch_ids: set[str]
+
+
 class JournalWriteError(StoreError):
     """A judgment could not be journaled (a full disk, say): the run must stop calling, as
     what it pays for could not be kept."""
@@ -136,6 +148,12 @@ class Journal:
         """A batch the provider has accepted, written before it is first polled: a run
         killed while it runs resumes by reading it, and pays for none of its requests twice."""
         self._write(('{"batch":' + batch.to_json() + "}\n").encode("utf-8"))
+
+    def append_intent(self, intent: BatchIntent) -> None:
+        """A batch about to be created, written before its create request is sent: a run
+        killed before the provider's answer came back finds the batch at the provider
+        (``BatchClient.find``) instead of paying for a second one."""
+        self._write(('{"creating":' + intent.to_json() + "}\n").encode("utf-8"))
 
     def _write(self, line: bytes) -> None:
         try:
@@ -179,34 +197,52 @@ class Journal:
     def open_batches(self, keep: Callable[[str, str], bool] | None = None) -> list[SubmittedBatch]:
         """The journaled batches, each with only its requests that no later line answered
         (and ``keep(item_id, judge_id)`` accepts); batches left with none are dropped."""
+        return self.open_sends(keep).batches
+
+    def open_sends(self, keep: Callable[[str, str], bool] | None = None) -> OpenSends:
+        """What the journal's batch lines leave open: the batches (as :meth:`open_batches`),
+        the intents whose batch may exist unknown to the run (created, its id never
+        journaled), each with only its requests that no later line answered or sent again,
+        and the id of every batch journaled."""
         if not self.path.exists():
-            return []
-        batches: list[SubmittedBatch] = []
-        latest: dict[tuple[str, str], int] = {}  # the batch a pair was last sent in
+            return OpenSends([], [], set())
+        sends: list[SubmittedBatch | BatchIntent] = []
+        latest: dict[tuple[str, str], int] = {}  # the line a pair was last sent (or meant) in
         with self.path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:
                     data = json.loads(line)
                     if "batch" in data:
-                        batch = SubmittedBatch.from_json(json.dumps(data["batch"]))
-                        for entry in batch.entries:
-                            latest[(entry.item_id, entry.judge_id)] = len(batches)
-                        batches.append(batch)
+                        send: SubmittedBatch | BatchIntent = SubmittedBatch.from_json(
+                            json.dumps(data["batch"])
+                        )
+                    elif "creating" in data:
+                        send = BatchIntent.from_json(json.dumps(data["creating"]))
                     else:
                         latest.pop((str(data["item_id"]), str(data["judge_id"])), None)
+                        continue
+                    for entry in send.entries:
+                        latest[(entry.item_id, entry.judge_id)] = len(sends)
+                    sends.append(send)
                 except (ValueError, TypeError, KeyError):
                     continue  # a line cut short by the kill
-        kept: list[SubmittedBatch] = []
-        for index, batch in enumerate(batches):
+        found = OpenSends([], [], set())
+        for index, send in enumerate(sends):
+            if isinstance(send, SubmittedBatch):
+                found.batch_ids.add(send.batch_id)
             entries = tuple(
                 e
-                for e in batch.entries
+                for e in send.entries
                 if latest.get((e.item_id, e.judge_id)) == index
                 and (keep is None or keep(e.item_id, e.judge_id))
             )
-            if entries:
-                kept.append(dataclasses.replace(batch, entries=entries))
-        return kept
+            if not entries:
+                continue
+            if isinstance(send, SubmittedBatch):
+                found.batches.append(dataclasses.replace(send, entries=entries))
+            else:
+                found.intents.append((send, entries))
+        return found
 
     def remove(self) -> None:
         self.close()

@@ -6,6 +6,7 @@ over real HTTP, counting what the stand-in was sent.
   what the journal does not hold.
 - Two `--resume` of one run at once: the second is refused in one line naming the first's
   process, before any call.
+- A run killed at any step of creating its batches resumes without a second batch.
 """
 
 from __future__ import annotations
@@ -201,3 +202,82 @@ def test_a_second_resume_of_a_run_being_resumed_is_refused_in_one_line(tmp_path:
     store = Store(db)
     assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
     assert len(store.judged_pairs(run_id)) == ITEMS
+
+
+BATCH_ITEMS = 12
+BATCH_JUDGES = 2
+KILL_STEPS = {
+    # the create requests reached the provider, which made nothing yet
+    "before-anything-made": ("openai:upload", "anthropic:create"),
+    # OpenAI's input file stored (no batch), Anthropic's create not yet done
+    "file-uploaded": ("openai:uploaded", "anthropic:create"),
+    # OpenAI's create request arrived, Anthropic's batch made but its id never answered
+    "one-batch-made": ("openai:create", "anthropic:created"),
+    # both batches made at the provider, neither id answered: nothing journaled of them
+    "both-batches-made": ("openai:created", "anthropic:created"),
+    # both batches made, answered and journaled, their first poll not answered
+    "both-journaled": ("openai:poll", "anthropic:poll"),
+}
+
+
+@pytest.mark.parametrize("step", list(KILL_STEPS))
+def test_a_run_killed_at_any_step_of_creating_its_batches_pays_for_no_second_batch(
+    tmp_path: Path, step: str
+) -> None:
+    """Before the fix, a run killed after the provider made its batches but before their ids
+    were journaled created new ones on --resume: 3 or 4 batches for 2 judges, the orphans
+    billed at a real provider."""
+    from juryflow.standin.batch_state import store_of
+    from tests.test_batch_interrupts import KEY as BATCH_KEY
+    from tests.test_batch_interrupts import write_panel
+
+    db = tmp_path / "store.duckdb"
+    dataset = synthetic_dataset(tmp_path / "items.jsonl", BATCH_ITEMS)
+    env = child_env(**{BATCH_KEY: "sk-batch-kill", "JURYFLOW_BATCH_POLL_SECONDS": "0.02"})
+    with running_stub_server(StubConfig()) as stub:
+        panel = write_panel(tmp_path / "panel.yaml", stub.base_url)
+        batches = store_of(stub.server)
+        held = KILL_STEPS[step]
+        batches.hold = set(held)
+        command = [str(dataset), "--panel", str(panel)]
+        child = subprocess.Popen(
+            _command(db, *command),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            # killed once each judge's request is held where the step says
+            _wait_for(child, lambda: all(batches.stats.get(f"held:{s}") for s in held))
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+        before = batches.stats.snapshot()
+        batches.hold = set()  # the provider answers the resume
+
+        run_id = Store(db).latest_run_id()
+        assert run_id is not None
+        resumed = subprocess.run(
+            _command(db, "--resume", run_id),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        after = batches.stats.snapshot()
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    made_before = {"before-anything-made": 0, "file-uploaded": 0, "one-batch-made": 1}
+    assert before["batches_created"] == made_before.get(step, BATCH_JUDGES)
+    # one batch per judge in all, each request answered (and paid for) once
+    assert after["batches_created"] == BATCH_JUDGES
+    assert after["batch_requests"] == BATCH_ITEMS * BATCH_JUDGES
+    store = Store(db)
+    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+    _, counted = store.query(
+        "SELECT count(*), count(score), count(DISTINCT batch_id) FROM judgments WHERE run_id = ?",
+        [run_id],
+    )
+    assert counted == [(BATCH_ITEMS * BATCH_JUDGES, BATCH_ITEMS * BATCH_JUDGES, BATCH_JUDGES)]

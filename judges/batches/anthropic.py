@@ -2,27 +2,38 @@
 ``retrieve`` to poll, ``results`` (JSONL) once the batch has ended, ``cancel``.
 
 Split at 100,000 requests or 256 MB of request body, whichever comes first.
+
+A Message Batch keeps nothing of the caller's (no metadata), so a batch whose id a run lost
+(killed while creating it, or a create that timed out) is found among the listed batches by
+what it is: as many requests as its intent, created around the intent's time, no batch the
+run knows already, and, once it has ended, answering exactly the intent's ``custom_id``s.
+The run creates its batches one at a time per provider (``flows.batching``), so at most one
+intent of a run is open when it is killed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 import anthropic
 
 from juryflow.judges.batches.base import (
+    FOUND_EARLIER_SECONDS,
     BatchNotEnded,
     OnCreated,
+    OnCreating,
     SdkBatchClient,
     answer_each,
+    in_window,
     submit_split,
 )
 from juryflow.judges.batches.records import (
     ANTHROPIC_LIMITS,
     BatchEntry,
     BatchFailure,
+    BatchIntent,
     BatchRequest,
     BatchResult,
     BatchState,
@@ -35,6 +46,7 @@ from juryflow.judges.providers.base import ProviderError, http_library
 from juryflow.judges.redact import redact_text
 
 _ENVELOPE = len(json.dumps({"requests": []}))
+_PAGE = 100  # batches per listing page
 # The HTTP status each error type stands for, so a batch error is as fatal or retryable as
 # the same error in real time (an unknown model stops the judge, an overload does not).
 _STATUS = {
@@ -54,11 +66,15 @@ class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
     """Message Batches through an :class:`AnthropicClient` (see :class:`SdkBatchClient`)."""
 
     provider = "anthropic"
+    marks_batches = False  # a Message Batch keeps nothing of the caller's
     api_name = "the Anthropic API"
     default_limits = ANTHROPIC_LIMITS
 
     async def _submit(
-        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
+        self,
+        requests: Sequence[BatchRequest],
+        on_created: OnCreated | None,
+        on_creating: OnCreating | None,
     ) -> list[SubmittedBatch]:
         bodies = [
             {"custom_id": request.custom_id, "params": self.client._parameters(request.request)}
@@ -68,13 +84,14 @@ class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
         # less than what the SDK sends, so a batch under the limit here is under it there.
         sizes = [len(json.dumps(body)) + len(", ") for body in bodies]
 
-        async def create(chunk: range) -> str:
+        async def create(chunk: range, _marker: str) -> str:
+            # the API keeps no marker: the intent's size and time find the batch instead
             return await self._create(
                 [bodies[i] for i in chunk], [requests[i].judge_id for i in chunk]
             )
 
         return await submit_split(
-            self.provider, requests, sizes, self.limits, create, on_created, _ENVELOPE
+            self.provider, requests, sizes, self.limits, create, on_created, _ENVELOPE, on_creating
         )
 
     async def _create(self, bodies: list[dict[str, Any]], judge_ids: list[str]) -> str:
@@ -85,6 +102,50 @@ class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
         except anthropic.APIError as error:
             raise self._creation_error(error, "POST /v1/messages/batches", judge_ids) from None
         return batch.id
+
+    async def find(self, intents: Sequence[BatchIntent], known: Collection[str]) -> dict[str, str]:
+        """Each intent's batch among those listed (see the module's docstring), the oldest
+        intent first taking the earliest batch that fits it."""
+        if not intents:
+            return {}
+        since = min(intent.at for intent in intents) - FOUND_EARLIER_SECONDS
+        judge_ids = [entry.judge_id for intent in intents for entry in intent.entries[:1]]
+        listed: list[Any] = []
+        try:
+            async for batch in self.client._sdk().messages.batches.list(limit=_PAGE):
+                if batch.created_at.timestamp() < since:
+                    break
+                if batch.id not in known:
+                    listed.append(batch)
+        except anthropic.APIError as error:
+            raise self._creation_error(error, "GET /v1/messages/batches", judge_ids) from None
+        listed.sort(key=lambda batch: batch.created_at)
+        found: dict[str, str] = {}
+        taken: set[str] = set()
+        for intent in sorted(intents, key=lambda intent: intent.at):
+            for batch in listed:
+                if (
+                    batch.id not in taken
+                    and _total(batch) == len(intent.entries)
+                    and in_window(intent, batch.created_at.timestamp())
+                    and await self._answers(batch, intent)
+                ):
+                    found[intent.marker] = batch.id
+                    taken.add(batch.id)
+                    break
+        return found
+
+    async def _answers(self, batch: Any, intent: BatchIntent) -> bool:
+        """Whether ``batch`` may be ``intent``'s by what it answers: an ended batch answers
+        exactly the intent's requests; a running one cannot say yet."""
+        if batch.processing_status != "ended":
+            return True
+        wanted = {entry.custom_id for entry in intent.entries}
+        try:
+            answered = {_custom_id(line) async for line in self._lines(batch.id)}
+        except ProviderError:
+            return True  # its results are gone (archived): size and time must do
+        return answered == wanted
 
     async def poll(self, batch_id: str) -> BatchStatus:
         try:
@@ -144,6 +205,13 @@ class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
 
 def _custom_id(line: Any) -> str:
     return str(getattr(line, "custom_id", ""))
+
+
+def _total(batch: Any) -> int:
+    counts = batch.request_counts
+    return int(
+        counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+    )
 
 
 def _status(batch: Any) -> BatchStatus:

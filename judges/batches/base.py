@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from juryflow.judges.batches.records import (
     BatchEntry,
     BatchFailure,
+    BatchIntent,
     BatchLimits,
     BatchRequest,
     BatchResult,
     BatchStatus,
     SubmittedBatch,
+    new_marker,
 )
 from juryflow.judges.batches.splitting import split
 from juryflow.judges.providers.base import ProviderError
@@ -23,22 +26,46 @@ LineT = TypeVar("LineT")
 OnCreated = Callable[[SubmittedBatch], Awaitable[None] | None]
 """Told of each batch the moment the provider has accepted it, before the next is sent and
 before any poll: the place to journal it, so a killed run polls it instead of paying again."""
+OnCreating = Callable[[BatchIntent], Awaitable[None] | None]
+"""Told of each batch just before its create request is sent: the place to journal the
+intent, so a run killed before the batch's id came back finds the batch (:meth:`find`)."""
+
+FOUND_EARLIER_SECONDS = 300.0
+"""How much earlier than the intent's time (our clock) a batch it made may say it was
+created (the provider's clock): clocks apart by up to this much still match."""
+FOUND_LATER_SECONDS = 900.0
+"""... and how much later: the create request's longest wait (600 s), and clocks apart."""
 
 
 @runtime_checkable
 class BatchClient(Protocol):
     provider: str
     limits: BatchLimits
+    marks_batches: bool
+    """Whether a batch keeps its intent's marker (found exactly by :meth:`find`); without
+    it batches are told apart by size and time, so a run creates them one at a time."""
 
     async def submit(
-        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+        self,
+        requests: Sequence[BatchRequest],
+        *,
+        on_created: OnCreated | None = None,
+        on_creating: OnCreating | None = None,
     ) -> list[SubmittedBatch]:
         """Send ``requests`` as as many batches as the limits need, in order.
 
-        If sending one fails, the error is raised; the batches created before it were
-        already reported to ``on_created``. If ``on_created`` raises, submission stops
-        there and its error is raised: the batch it was told of exists at the provider.
+        Each batch's intent goes to ``on_creating`` before its create request (if that
+        raises, nothing more is sent). If sending one fails, the error is raised; the
+        batches created before it were already reported to ``on_created``. If
+        ``on_created`` raises, submission stops there and its error is raised: the batch
+        it was told of exists at the provider.
         """
+        ...
+
+    async def find(self, intents: Sequence[BatchIntent], known: Collection[str]) -> dict[str, str]:
+        """The batches the provider made of ``intents`` (their create requests sent, their
+        answers lost): marker -> batch id, for those found. ``known``: batch ids already
+        accounted for, never taken for an intent's."""
         ...
 
     async def poll(self, batch_id: str) -> BatchStatus: ...
@@ -107,27 +134,42 @@ async def submit_split(
     requests: Sequence[BatchRequest],
     sizes: Sequence[int],
     limits: BatchLimits,
-    create: Callable[[range], Awaitable[str]],
+    create: Callable[[range, str], Awaitable[str]],
     on_created: OnCreated | None,
     overhead: int = 0,
+    on_creating: OnCreating | None = None,
 ) -> list[SubmittedBatch]:
-    """Create one batch per range :func:`split` cuts, reporting each as soon as it exists.
+    """Create one batch per range :func:`split` cuts, its intent reported before its create
+    request and the batch as soon as it exists.
 
-    ``create`` sends the requests of a range and returns the provider's batch id.
+    ``create`` sends the requests of a range with the intent's marker and returns the
+    provider's batch id.
     """
     for request, size in zip(requests, sizes, strict=True):
         if overhead + size > limits.max_bytes:
             raise BatchTooLarge(request, size, limits)
     submitted: list[SubmittedBatch] = []
     for chunk in split(sizes, limits, overhead):
-        batch_id = await create(chunk)
-        batch = SubmittedBatch(provider, batch_id, tuple(requests[i].entry() for i in chunk))
-        if on_created is not None:
-            outcome = on_created(batch)
-            if inspect.isawaitable(outcome):
-                await outcome
+        entries = tuple(requests[i].entry() for i in chunk)
+        intent = BatchIntent(provider, new_marker(), time.time(), entries)
+        await _told(on_creating, intent)
+        batch = intent.created(await create(chunk, intent.marker))
+        await _told(on_created, batch)
         submitted.append(batch)
     return submitted
+
+
+async def _told(hook: Callable[[Any], Awaitable[None] | None] | None, value: object) -> None:
+    if hook is not None:
+        outcome = hook(value)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+
+def in_window(intent: BatchIntent, created_at: float) -> bool:
+    """Whether a batch created at ``created_at`` (seconds, the provider's clock) may be the
+    one ``intent`` made."""
+    return intent.at - FOUND_EARLIER_SECONDS <= created_at <= intent.at + FOUND_LATER_SECONDS
 
 
 class _RealTimeClient(Protocol):
@@ -148,6 +190,7 @@ class SdkBatchClient(Generic[ClientT]):
     (how it cuts and sends batches)."""
 
     provider: str
+    marks_batches: bool
     api_name: ClassVar[str]
     """How a refusal names the provider's own API (no ``base_url``)."""
     default_limits: ClassVar[BatchLimits]
@@ -160,13 +203,20 @@ class SdkBatchClient(Generic[ClientT]):
         return f"{type(self).__name__}({self.client!r})"
 
     async def submit(
-        self, requests: Sequence[BatchRequest], *, on_created: OnCreated | None = None
+        self,
+        requests: Sequence[BatchRequest],
+        *,
+        on_created: OnCreated | None = None,
+        on_creating: OnCreating | None = None,
     ) -> list[SubmittedBatch]:
         check_unique(requests)
-        return await self._submit(requests, on_created)
+        return await self._submit(requests, on_created, on_creating)
 
     async def _submit(
-        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
+        self,
+        requests: Sequence[BatchRequest],
+        on_created: OnCreated | None,
+        on_creating: OnCreating | None,
     ) -> list[SubmittedBatch]:
         raise NotImplementedError
 

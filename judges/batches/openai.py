@@ -3,20 +3,25 @@
 
 One model per batch (the API refuses a file that mixes them), so requests are grouped by
 model before they are split at 50,000 requests / 200 MB per file.
+
+Each batch carries its intent's marker in its ``metadata``, so a run that lost a batch's id
+(killed while creating it, or a create that timed out) finds it by listing the batches.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any, Final
 
 import openai
 
 from juryflow.judges.batches.base import (
+    FOUND_EARLIER_SECONDS,
     BatchNotEnded,
     OnCreated,
+    OnCreating,
     SdkBatchClient,
     answer_each,
     submit_split,
@@ -25,6 +30,7 @@ from juryflow.judges.batches.records import (
     OPENAI_LIMITS,
     BatchEntry,
     BatchFailure,
+    BatchIntent,
     BatchRequest,
     BatchResult,
     BatchState,
@@ -37,6 +43,9 @@ from juryflow.judges.providers.openai import _response as completion_response
 from juryflow.judges.redact import redact_text
 
 ENDPOINT: Final = "/v1/chat/completions"
+MARKER_KEY: Final = "juryflow_intent"
+"""The batch's ``metadata`` key holding its intent's marker."""
+_PAGE = 100  # batches per listing page: the API's largest
 _UPLOAD_TIMEOUT = 600.0  # seconds: a 200 MB file takes longer than one judge call
 _STATES: dict[str, BatchState] = {
     "validating": "validating",
@@ -57,6 +66,7 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
     :class:`SdkBatchClient`)."""
 
     provider = "openai"
+    marks_batches = True  # in its metadata
     api_name = "the OpenAI API"
     default_limits = OPENAI_LIMITS
 
@@ -70,7 +80,10 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
         return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
     async def _submit(
-        self, requests: Sequence[BatchRequest], on_created: OnCreated | None
+        self,
+        requests: Sequence[BatchRequest],
+        on_created: OnCreated | None,
+        on_creating: OnCreating | None,
     ) -> list[SubmittedBatch]:
         by_model: dict[str, list[BatchRequest]] = {}
         for request in requests:
@@ -80,18 +93,21 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
             lines = [self._line(request) for request in group]
 
             async def create(
-                chunk: range, group: list[BatchRequest] = group, lines: list[bytes] = lines
+                chunk: range,
+                marker: str,
+                group: list[BatchRequest] = group,
+                lines: list[bytes] = lines,
             ) -> str:
                 data = b"".join(lines[i] for i in chunk)
-                return await self._create(data, [group[i].judge_id for i in chunk])
+                return await self._create(data, [group[i].judge_id for i in chunk], marker)
 
             sizes = [len(line) for line in lines]
             submitted += await submit_split(
-                self.provider, group, sizes, self.limits, create, on_created
+                self.provider, group, sizes, self.limits, create, on_created, 0, on_creating
             )
         return submitted
 
-    async def _create(self, data: bytes, judge_ids: list[str]) -> str:
+    async def _create(self, data: bytes, judge_ids: list[str], marker: str) -> str:
         sdk = self.client._sdk()
         try:
             uploaded = await sdk.files.create(
@@ -103,7 +119,10 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
             raise self._creation_error(error, "POST /files", judge_ids) from None
         try:
             batch = await sdk.batches.create(
-                input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window="24h"
+                input_file_id=uploaded.id,
+                endpoint=ENDPOINT,
+                completion_window="24h",
+                metadata={MARKER_KEY: marker},
             )
         except openai.APIError as error:
             # The file is of no use without its batch; left, it would count against storage.
@@ -111,6 +130,28 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
                 await sdk.files.delete(uploaded.id)
             raise self._creation_error(error, "POST /batches", judge_ids) from None
         return batch.id
+
+    async def find(self, intents: Sequence[BatchIntent], known: Collection[str]) -> dict[str, str]:
+        """By the marker in each batch's metadata, listing newest first back to the
+        earliest intent (less the clocks' leeway)."""
+        wanted = {intent.marker for intent in intents}
+        if not wanted:
+            return {}
+        since = min(intent.at for intent in intents) - FOUND_EARLIER_SECONDS
+        found: dict[str, str] = {}
+        judge_ids = [entry.judge_id for intent in intents for entry in intent.entries[:1]]
+        try:
+            async for batch in self.client._sdk().batches.list(limit=_PAGE):
+                if batch.created_at < since:
+                    break
+                marker = (batch.metadata or {}).get(MARKER_KEY)
+                if marker in wanted and batch.id not in known:
+                    found.setdefault(marker, batch.id)
+                    if len(found) == len(wanted):
+                        break
+        except openai.APIError as error:
+            raise self._creation_error(error, "GET /batches", judge_ids) from None
+        return found
 
     async def poll(self, batch_id: str) -> BatchStatus:
         return _status(await self._retrieve(batch_id))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -82,31 +83,91 @@ class SubmittedBatch:
     provider: str
     batch_id: str
     entries: tuple[BatchEntry, ...]
+    marker: str | None = None
+    """The :class:`BatchIntent` it was created for (None: journaled by an older juryflow)."""
 
     @property
     def judge_ids(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(entry.judge_id for entry in self.entries))
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "provider": self.provider,
-                "batch_id": self.batch_id,
-                "entries": [list(asdict(entry).values()) for entry in self.entries],
-            },
-            separators=(",", ":"),
-        )
+        data: dict[str, Any] = {
+            "provider": self.provider,
+            "batch_id": self.batch_id,
+            "entries": _entries_data(self.entries),
+        }
+        if self.marker is not None:
+            data["marker"] = self.marker
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> SubmittedBatch:
         try:
             data: Any = json.loads(text)
-            entries = tuple(
-                BatchEntry(str(c), str(i), str(j), bool(s)) for c, i, j, s in data["entries"]
+            marker = data.get("marker")
+            return cls(
+                str(data["provider"]),
+                str(data["batch_id"]),
+                _entries_of(data["entries"]),
+                str(marker) if marker is not None else None,
             )
-            return cls(str(data["provider"]), str(data["batch_id"]), entries)
-        except (ValueError, TypeError, KeyError) as error:
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"not a journaled batch: {error}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchIntent:
+    """A batch about to be created, journaled before the create request is sent.
+
+    The request's effects at the provider may outlive the process (kill -9 after the
+    provider created the batch, before its id came back), and a batch is paid for whether
+    or not anyone reads it. So before creating anew, a resume (or a retry after a failed
+    create) looks for the batch this intent made among the provider's: by ``marker`` where
+    the API keeps one (OpenAI's ``metadata``), else by size and creation time (Anthropic's
+    Message Batches keep nothing of the caller's), and adopts it.
+    """
+
+    provider: str
+    marker: str
+    """Unique to this create request: put in the request where the API keeps it."""
+    at: float
+    """Seconds since the epoch, just before the create request was sent."""
+    entries: tuple[BatchEntry, ...]
+
+    def created(self, batch_id: str) -> SubmittedBatch:
+        """The batch the provider made of this intent."""
+        return SubmittedBatch(self.provider, batch_id, self.entries, self.marker)
+
+    def to_json(self) -> str:
+        data = {
+            "provider": self.provider,
+            "marker": self.marker,
+            "at": self.at,
+            "entries": _entries_data(self.entries),
+        }
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchIntent:
+        try:
+            data: Any = json.loads(text)
+            entries = _entries_of(data["entries"])
+            return cls(str(data["provider"]), str(data["marker"]), float(data["at"]), entries)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"not a journaled batch intent: {error}") from None
+
+
+def new_marker() -> str:
+    """A marker no other create request of any run shares (128 random bits)."""
+    return "jf_" + secrets.token_hex(16)
+
+
+def _entries_data(entries: tuple[BatchEntry, ...]) -> list[list[Any]]:
+    return [list(asdict(entry).values()) for entry in entries]
+
+
+def _entries_of(data: Any) -> tuple[BatchEntry, ...]:
+    return tuple(BatchEntry(str(c), str(i), str(j), bool(s)) for c, i, j, s in data)
 
 
 @dataclass(frozen=True, slots=True)
