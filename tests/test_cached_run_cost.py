@@ -94,7 +94,7 @@ def test_a_cached_run_costs_nothing_and_a_no_cache_budget_is_reached(tmp_path: P
 
 
 def test_the_readme_max_cost_example_passes_no_cache() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "how-to" / "llm-judges.md").read_text(encoding="utf-8")
     stub_example = "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml\n"
     budget_example = (
         "JURYFLOW_STUB_KEY=anything juryflow run --panel examples/panel.stub.yaml "

@@ -706,7 +706,8 @@ README_COMMAND = (
 
 
 def test_the_readme_shows_the_command_this_module_runs() -> None:
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    page = REPO / "docs" / "how-to" / "recorded-judgments.md"
+    readme = " ".join(page.read_text(encoding="utf-8").split())
     assert README_COMMAND in readme
     assert "juryflow agreement RUN --db feedback.duckdb" in readme
     assert "juryflow calibrate RUN --db feedback.duckdb" in readme

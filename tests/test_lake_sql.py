@@ -641,8 +641,8 @@ def test_a_query_longer_than_timeout_is_stopped(lake: Lake) -> None:
 
 
 def readme_reader_role() -> str:
-    """The ```sql block of the README's "The PostgreSQL role of a reader"."""
-    text = (REPO / "README.md").read_text()
+    """The ```sql block of the docs' "The PostgreSQL role of a reader" (docs/reference)."""
+    text = (REPO / "docs" / "reference" / "sql-views.md").read_text()
     section = text[text.index("**The PostgreSQL role of a reader.**") :]
     return section.split("```sql\n", 1)[1].split("```", 1)[0]
 
