@@ -29,6 +29,17 @@ if [ -z "${1:-}" ]; then
   .venv/bin/mypy
   # the layers of ARCHITECTURE.md: an import that breaks one fails here
   .venv/bin/lint-imports
+  # the documentation site: a broken link, a missing page or a bad reference fails here
+  # (its output only then); built outside the checkout
+  site_dir="$(mktemp -d)"
+  if ! NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site_dir" \
+       > "$site_dir.log" 2>&1; then
+    cat "$site_dir.log" >&2
+    echo "mkdocs build --strict failed; the log above says why" >&2
+    rm -rf "$site_dir" "$site_dir.log"
+    exit 1
+  fi
+  rm -rf "$site_dir" "$site_dir.log"
 fi
 # Three test processes on two cores: most tests wait on a server, a stand-in or a child
 # process rather than compute. Each has its own Prefect server for the `juryflow` processes
