@@ -3,12 +3,36 @@ the combinations refused, and the one warning (samples of a deterministic call).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 from juryflow.maths.samples.reducers import SampleReducerError, resolve_sample_reducer
 
-if TYPE_CHECKING:
-    from juryflow.judges.panel import PanelSpec
+
+class _Judge(Protocol):
+    """What these checks read of a judge (``judges.panel.JudgeSpec``), named here so that
+    the panel, which calls them, is not imported back."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def sample_reducer(self) -> str | None: ...
+    @property
+    def output_kind(self) -> Literal["score", "spans"]: ...
+
+
+class PanelSpec(Protocol):
+    """What these checks read of a panel (``judges.panel.PanelSpec``)."""
+
+    @property
+    def judges(self) -> Sequence[_Judge]: ...
+    def uses_batch(self, spec: Any) -> bool: ...
 
 
 def spread_panel_samples(data: Any) -> Any:
