@@ -1,0 +1,104 @@
+"""The documentation site's reference pages say what the code does.
+
+- docs/reference/cli.md is what scripts/cli_reference.py writes from the command line
+  itself, so it cannot drift: a changed command fails here until the page is written again.
+
+(tests/test_readme.py runs the pages' commands; scripts/test.sh builds the site with
+``mkdocs build --strict``, which fails on a broken link or a page missing from the nav.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tests.conftest import REPO
+
+DOCS = REPO / "docs"
+CLI_PAGE = DOCS / "reference" / "cli.md"
+
+
+def _script(name: str) -> ModuleType:
+    path = REPO / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _commands(command: Any, path: str) -> list[tuple[str, Any]]:
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        if not sub.hidden:
+            found += _commands(sub, f"{path} {name}")
+    return found
+
+
+def test_the_cli_reference_is_what_the_command_line_says() -> None:
+    written = _script("cli_reference").render()
+    assert CLI_PAGE.read_text(encoding="utf-8") == written, (
+        "docs/reference/cli.md differs from the command line: run "
+        ".venv/bin/python scripts/cli_reference.py and commit the page"
+    )
+
+
+def test_the_cli_reference_has_every_command_and_option() -> None:
+    import typer.main
+
+    from juryflow.cli import app
+
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    every = _commands(typer.main.get_command(app), "juryflow")
+    assert len(every) > 20
+    for path, command in every:
+        heading = f"\n## `{path}`\n"
+        assert heading in page, f"no section for {path}"
+        body = page.split(heading, 1)[1].split("\n## ", 1)[0]
+        assert f"Usage: {path} " in body, path
+        for param in command.params:
+            for name in [*param.opts, *param.secondary_opts]:
+                if name != "--help" and param.param_type_name == "option":
+                    assert name in body, f"{path}: {name} missing from its section"
+
+
+def test_the_cli_reference_shows_help_as_written() -> None:
+    """Markdown in the help is escaped, backticks kept: the page shows what --help does."""
+    markdown = _script("cli_reference").markdown
+    assert markdown("a *b* `c|*d*` <e> x_y [f]") == (
+        "a \\*b\\* `c|*d*` &lt;e&gt; x\\_y \\[f\\]"
+    )
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    # Rich markup read as --help shows it: `\[start, end]` in the source is `[start, end]`
+    assert "a list of \\[start, end\\] character offsets" in page
+    assert "`--dialect <openai|ollama|vllm|llamacpp>`" in page
+
+
+def test_every_docs_page_is_in_the_nav() -> None:
+    """mkdocs.yml lists every page (the strict build warns otherwise; this says which)."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+
+    def listed(entries: Any) -> set[str]:
+        if isinstance(entries, str):
+            return {entries}
+        if isinstance(entries, list):
+            return set().union(*(listed(e) for e in entries))
+        if isinstance(entries, dict):
+            return set().union(*(listed(v) for v in entries.values()))
+        return set()
+
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert pages == listed(config["nav"]), (
+        f"not in the nav: {sorted(pages - listed(config['nav']))}; "
+        f"in the nav, no page: {sorted(listed(config['nav']) - pages)}"
+    )
+
+
+def test_no_page_is_left_without_a_title() -> None:
+    for page in DOCS.rglob("*.md"):
+        first = Path(page).read_text(encoding="utf-8").lstrip().splitlines()[0]
+        assert first.startswith("# "), f"{page.relative_to(REPO)} starts with {first!r}"
