@@ -1,7 +1,8 @@
 """The documentation site's reference pages say what the code does.
 
 - docs/reference/cli.md is what scripts/cli_reference.py writes from the command line
-  itself, so it cannot drift: a changed command fails here until the page is written again.
+  itself, so it cannot drift: a changed command fails here until the page is written again;
+- docs/reference/python-api.md renders every name ``juryflow`` exports, from its docstring.
 
 (tests/test_readme.py runs the pages' commands; scripts/test.sh builds the site with
 ``mkdocs build --strict``, which fails on a broken link or a page missing from the nav.)
@@ -102,3 +103,20 @@ def test_no_page_is_left_without_a_title() -> None:
     for page in DOCS.rglob("*.md"):
         first = Path(page).read_text(encoding="utf-8").lstrip().splitlines()[0]
         assert first.startswith("# "), f"{page.relative_to(REPO)} starts with {first!r}"
+
+
+def test_the_python_api_page_documents_every_exported_name() -> None:
+    """docs/reference/python-api.md renders each name of ``juryflow.__all__`` from its
+    docstring (mkdocstrings), from the module it lives in."""
+    import juryflow
+
+    page = (DOCS / "reference" / "python-api.md").read_text(encoding="utf-8")
+    documented = dict(
+        line.removeprefix("::: ").strip().rsplit(".", 1)[::-1]
+        for line in page.splitlines()
+        if line.startswith("::: ")
+    )
+    exported = {name for name in juryflow.__all__ if name != "__version__"}
+    assert set(documented) == exported
+    for name, home in documented.items():
+        assert getattr(juryflow, name).__module__ == home, name
