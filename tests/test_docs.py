@@ -2,7 +2,8 @@
 
 - docs/reference/cli.md is what scripts/cli_reference.py writes from the command line
   itself, so it cannot drift: a changed command fails here until the page is written again;
-- docs/reference/python-api.md renders every name ``juryflow`` exports, from its docstring.
+- docs/reference/python-api.md renders every name ``juryflow`` exports, from its docstring;
+- docs/reference/panel-keys.md lists every key the panel schema takes, and its example loads.
 
 (tests/test_readme.py runs the pages' commands; scripts/test.sh builds the site with
 ``mkdocs build --strict``, which fails on a broken link or a page missing from the nav.)
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -120,3 +122,36 @@ def test_the_python_api_page_documents_every_exported_name() -> None:
     assert set(documented) == exported
     for name, home in documented.items():
         assert getattr(juryflow, name).__module__ == home, name
+
+
+def _section(page: str, heading: str) -> str:
+    return page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_panel_keys_page_has_every_key_the_panel_file_takes() -> None:
+    """docs/reference/panel-keys.md lists every key of the panel schema (judges/panel.py),
+    in the table of its level, and every offline detector."""
+    from juryflow.judges.detectors.registry import detector_names
+    from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+
+    page = (DOCS / "reference" / "panel-keys.md").read_text(encoding="utf-8")
+    for heading, model, internal in (
+        ("The panel", PanelSpec, set()),
+        ("A judge", JudgeSpec, {"prompt_text"}),  # a prompt file's text, never in a file
+        ("Prices", Price, set()),
+    ):
+        rows = set(re.findall(r"^\| `(\w+)` \|", _section(page, heading), flags=re.M))
+        assert rows == set(model.model_fields) - internal, heading
+    judge = _section(page, "A judge")
+    for name in detector_names():
+        assert f"`{name}`" in judge, f"detector {name} missing"
+
+
+def test_the_panel_keys_page_example_is_a_panel_that_loads(tmp_path: Path) -> None:
+    from juryflow.judges.panel import load_panel
+
+    page = (DOCS / "reference" / "panel-keys.md").read_text(encoding="utf-8")
+    example = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "panel.yaml").write_text(example, encoding="utf-8")
+    panel = load_panel(tmp_path / "panel.yaml")
+    assert [j.id for j in panel.judges] == ["claude", "llama", "numbers"]
