@@ -335,6 +335,29 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_lake_compact.py",
         '"store", "compact", "--db"',
     ),
+    # README "A tour" (issue 41, point 5): the commands that matter, one line each
+    "juryflow run": ("tests/test_readme.py", '[JURYFLOW, "run"], env=_env(one, home), cwd=tmp'),
+    "juryflow calibrate --name mine": (
+        "tests/test_regression_baseline.py",
+        '_invoke("calibrate", "--db", db, "--name", "mine")',
+    ),
+    "juryflow view --open": (
+        "tests/test_cli_conveniences.py",
+        '[JURYFLOW, "view", "--db", str(db), "--port", "0", "--open"]',
+    ),
+    "juryflow report -o report.html": ("tests/test_report.py", '["report", "-o", str(out)'),
+    "juryflow regression": (
+        "tests/test_regression_baseline.py",
+        '_invoke("regression", "--db", db)',
+    ),
+    "juryflow runs": ("tests/test_runs_cli.py", 'invoke("runs", "--db", two_runs.db)'),
+    "juryflow import FILE --judges COLUMN --label COLUMN": (
+        "tests/test_import.py",
+        '"--judges",\n        "judges_valid",\n        "--label",',
+    ),
+    # README "Documentation": the site
+    ".venv/bin/mkdocs serve": ("reference", "serves until Ctrl-C; scripts/test.sh builds the site"),
+    ".venv/bin/mkdocs build --strict": ("scripts/test.sh", ".venv/bin/mkdocs build --strict"),
 }
 
 
