@@ -438,6 +438,13 @@ def _walk(node: object, found: _Found) -> None:
         value = node.get(key)
         if isinstance(value, str) and value.lower().startswith(_METADATA_PREFIX):
             _add(found.catalogs, value)
+    if node.get("type") == "VALUE_CONSTANT":
+        # The catalog named in a string: pragma_table_info('__ducklake_metadata_lake.x')
+        # answered the catalog tables' columns. `sql` reads the lake, never its catalog.
+        constant = node.get("value")
+        text = constant.get("value") if isinstance(constant, dict) else None
+        if isinstance(text, str) and _METADATA_PREFIX in text.lower():
+            _add(found.catalogs, text)
     call = node.get("function")
     if node.get("type") == "TABLE_FUNCTION" and isinstance(call, dict):
         # a table function is a FUNCTION node under its reference; its arguments are

@@ -177,6 +177,11 @@ def test_the_lake_s_own_parquet_files_can_be_read(lake: Lake) -> None:
 # -- what a lake adds to the attacks ------------------------------------------------------
 
 LAKE_ATTACKS = {
+    # issue 44, point 9: the catalog named in a string answered its tables' columns
+    "the catalog in a string": (
+        "SELECT * FROM pragma_table_info('__ducklake_metadata_lake.ducklake_table')",
+        "__ducklake_metadata_lake.ducklake_table refused",
+    ),
     "postgres_query": (
         "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT current_user')",
         "postgres_query() refused",
