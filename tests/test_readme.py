@@ -358,6 +358,11 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     # README "Documentation": the site
     ".venv/bin/mkdocs serve": ("reference", "serves until Ctrl-C; scripts/test.sh builds the site"),
     ".venv/bin/mkdocs build --strict": ("scripts/test.sh", ".venv/bin/mkdocs build --strict"),
+    # docs/contributing.md: the command line's reference written again from the code
+    ".venv/bin/python scripts/cli_reference.py": (
+        "tests/test_docs.py",
+        '_script("cli_reference").render()',
+    ),
 }
 
 
