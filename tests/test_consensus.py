@@ -448,7 +448,7 @@ def test_an_unscored_judgment_changes_nothing(
     )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(text_and_spans(max_judges=6))
 def test_character_votes_match_a_naive_count(
     case: tuple[str, list[list[tuple[int, int]]]],

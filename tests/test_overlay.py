@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from juryflow.pages.overlay import JUDGE_COLOURS, JUDGE_LINE_STYLES, Layer, segments
@@ -36,6 +36,7 @@ def _covering(text: str, layers: list[Layer]) -> list[tuple[str, ...]]:
     ]
 
 
+@settings(deadline=None)  # a loaded 2-core machine misses Hypothesis' 200 ms
 @given(texts_and_layers())
 def test_segments_partition_the_text_and_carry_exactly_the_covering_layers(
     case: tuple[str, list[Layer]],
@@ -57,6 +58,7 @@ def test_segments_partition_the_text_and_carry_exactly_the_covering_layers(
             assert segment.layers == reference[i], (i, segment)
 
 
+@settings(deadline=None)  # a loaded 2-core machine misses Hypothesis' 200 ms
 @given(texts_and_layers())
 def test_the_text_macro_renders_the_text_once_with_each_segments_layers(
     case: tuple[str, list[Layer]],
