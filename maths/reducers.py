@@ -490,7 +490,8 @@ def _verdict_stacked(ballot: Ballot, param: float | None) -> bool:
     votes = ballot.verdicts.astype(np.float64)[:, None]
     scores = None if ballot.scores is None else ballot.scores.astype(np.float64)[:, None]
     log_odds = ballot.stack.log_odds(ballot.judge_ids, votes, scores)
-    return bool(_sigmoid(log_odds)[0] > (0.5 if param is None else param))
+    # The tolerance makes a tie a tie: equal judges split 3 to 3 sum to 1e-15, not 0.
+    return bool(_sigmoid(log_odds)[0] > (0.5 if param is None else param) + 1e-12)
 
 
 def _ballot(

@@ -219,7 +219,7 @@ def verdict_flags(
         out = posterior > (0.5 if param is None else param)
     elif name == "stacked":
         assert rule.stack is not None
-        out = stacked_probability(data, rule) > (0.5 if param is None else param)
+        out = stacked_probability(data, rule) > (0.5 if param is None else param) + 1e-12
     else:
         raise ValueError(f"no calibration evaluator for verdict rule {name!r}")
     return np.asarray(out & quorum_ok)
