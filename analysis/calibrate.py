@@ -16,7 +16,6 @@ import numpy as np
 from juryflow.analysis.lossy_calibration import lossy_stop_dict
 from juryflow.judges.panel import parse_panel
 from juryflow.maths.calibration.judge_value import (
-    JudgeValue,
     SubsetAdvice,
     cheapest_subset,
     leave_one_out,
@@ -197,7 +196,7 @@ def run_calibration(
 
 def judge_values(
     data: CalibrationData, default: ConsensusRule, result: CalibrationResult, folds: int, seed: int
-) -> list[JudgeValue]:
+) -> list[Difference]:
     """Leave one judge out of the kept rule's families (the default's where a part was not
     kept), refitted on the calibration's own folds."""
     choice = result.choice
@@ -217,14 +216,10 @@ def predict_kept(result: CalibrationResult) -> Prediction:
     return result.kept_prediction
 
 
-def _judge_value(v: JudgeValue) -> dict[str, Any]:
-    return {
-        "judge": v.judge_id,
-        "response": v.response,
-        "response_interval": list(v.response_interval),
-        "spans": v.spans,
-        "span_interval": None if v.span_interval is None else list(v.span_interval),
-    }
+def _judge_value(d: Difference) -> dict[str, Any]:
+    """One judge's leave-one-out change, as :func:`_difference` writes a difference."""
+    found = _difference(d)
+    return {"judge": found.pop("versus"), **found}
 
 
 def _subsets(advice: SubsetAdvice) -> dict[str, Any]:

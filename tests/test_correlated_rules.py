@@ -154,7 +154,7 @@ def test_a_judge_that_always_agrees_with_another_adds_nothing(
     data = _with_echo(_labelled(seed), of)
     assert echoes(data) == ("j3",)
     values = leave_one_out(data, ConsensusRule().resolve(False), ("default", family), folds=3)
-    echo = next(v for v in values if v.judge_id == "j3")
+    echo = next(v for v in values if v.versus == "j3")
     assert echo.response == 0.0 and echo.response_interval == (0.0, 0.0)
 
 

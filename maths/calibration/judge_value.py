@@ -29,22 +29,12 @@ from juryflow.maths.calibration.data import BoolArray, CalibrationData, Predicti
 from juryflow.maths.calibration.procedure import (
     INNER_FOLDS,
     Counts,
+    Difference,
     choose,
     grouped_folds,
     out_of_fold,
 )
 from juryflow.maths.reducers import ConsensusRule
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeValue:
-    """Out-of-fold F1 of the chosen rule without one judge, minus with every judge."""
-
-    judge_id: str
-    response: float
-    response_interval: tuple[float, float]
-    spans: float | None = None
-    span_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +101,9 @@ def leave_one_out(
     families: tuple[str, str],
     folds: int = 5,
     seed: int = 0,
-) -> list[JudgeValue]:
-    """What each judge adds to the rule of ``families`` (span family, verdict family)."""
+) -> list[Difference]:
+    """What each judge adds to the rule of ``families`` (span family, verdict family): F1
+    with it minus F1 without it, one :class:`Difference` per judge (``versus``: its id)."""
     if len(data.judge_ids) < 2:
         return []
     tests = _tests(data, folds, seed)
@@ -122,8 +113,7 @@ def leave_one_out(
     for j, judge_id in enumerate(data.judge_ids):
         without = _refit(without_judge(data, j), default, tests, families, seed)
         # What the judge adds: F1 with it minus F1 without it.
-        d = counts.difference(judge_id, with_all, without)
-        out.append(JudgeValue(judge_id, d.response, d.response_interval, d.spans, d.span_interval))
+        out.append(counts.difference(judge_id, with_all, without))
     return out
 
 
