@@ -138,7 +138,7 @@ def test_runtime_dependencies_are_what_runtime_code_imports() -> None:
     declared |= {"aiohttp"} if any("[aiohttp]" in r for r in project["dependencies"]) else set()
     optional = project["optional-dependencies"]
     extras = {dist(r) for name in ("pandas", "dask") for r in optional[name]}
-    import_names = {"pyyaml": "yaml", "python_dotenv": "dotenv"}  # distribution -> import name
+    import_names = {"pyyaml": "yaml", "python_dotenv": "dotenv", "scikit_learn": "sklearn"}
     declared = {import_names.get(d, d) for d in declared}
     imported = _third_party_imports()
     # fastapi is pinned only to keep prefect's server importable (see pyproject.toml).
