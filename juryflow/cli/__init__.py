@@ -8,11 +8,41 @@ not a traceback.
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import sys
+import threading
+from types import FrameType
 from typing import Any
 
 __all__ = ["app", "main"]
+
+AFTER_THE_COMMAND = (
+    b"juryflow: interrupted (SIGINT) after the command had ended; what it printed and stored "
+    b"stands\n"
+)
+_late_ctrl_c: list[int] = []
+
+
+def _note_a_late_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """A Ctrl-C once the command has ended (Prefect's exit handlers still draining logs or
+    stopping its server) is noted, not raised: raised, it ended the process by SIGINT (-2)
+    once and was swallowed by an exit handler (exit 0) once (issue 44)."""
+    if not _late_ctrl_c:
+        os.write(2, AFTER_THE_COMMAND)  # not sys.stderr: the main thread may be writing to it
+    _late_ctrl_c.append(signum)
+
+
+def _end_with_130_after_a_late_ctrl_c() -> None:
+    # Registered when this package is imported, so it runs after every other exit handler.
+    if _late_ctrl_c:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+
+
+atexit.register(_end_with_130_after_a_late_ctrl_c)
 
 
 def main() -> None:
@@ -32,6 +62,11 @@ def main() -> None:
         # to the interpreter, it would end the process by SIGINT (-2), not with 130.
         sys.stderr.flush()
         os._exit(130)
+    finally:
+        # the command has ended, however it ended: a Ctrl-C now ends the process with 130
+        # once the exit handlers are done
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _note_a_late_ctrl_c)
 
 
 def __getattr__(name: str) -> Any:
