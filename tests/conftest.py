@@ -71,8 +71,49 @@ def one_prefect_server_for_the_session(
             os.environ.pop("PREFECT_API_URL", None)
 
 
+def _drain_prefect_workers() -> None:
+    """Logs and events still queued reach the server before it stops, as Prefect's test
+    harness does at its end (else: "Error logging to API" as the session ends)."""
+    import inspect
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        try:
+            logs = APILogWorker.instance().drain()
+            if inspect.isawaitable(logs):
+                await logs
+        except RuntimeError:  # the worker never started
+            pass
+        events = EventsWorker.drain_all()
+        if inspect.isawaitable(events):
+            await events
+
+    run_coro_as_sync(drain())
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
+    """Flows run in this process against the session's server when there is one (a second
+    server per test process cost 10-20 s of CPU at start); else Prefect's test harness."""
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        import prefect.context
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        # the second context is made inside the first: code in a context copied before this
+        # one (the global settings) must see the server too
+        with (
+            temporary_settings(updates={PREFECT_API_URL: url}),
+            prefect.context._temporary_global_settings_context(
+                prefect.context.get_settings_context()
+            ),
+        ):
+            yield
+            _drain_prefect_workers()
+        return
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):
