@@ -467,3 +467,51 @@ async def test_an_async_journal_is_awaited_before_the_next_batch(make_client: Ma
             [request("stub-score-0.3", f"item-{n}") for n in range(3)], on_created=journal
         )
     assert order == [b.batch_id for b in submitted] and len(order) == 3
+
+
+# --- results lines no answer needs (issue 44, point 7) ---------------------------------------
+
+DEEP_LINE = b"[" * 5000 + b"]" * 5000
+"""A results line nested 5,000 deep: json.loads stops in it with a RecursionError."""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_results_line_nested_past_the_limits_comes_back_as_missing(
+    make_client: MakeClient, provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix the OpenAI line raised RecursionError out of `except ValueError`, and
+    the Anthropic SDK's json.loads did the same: a traceback, and the run's other answers
+    in the batch never read."""
+    from juryflow.standin import batches as standin_batches
+    from juryflow.standin.batch_state import store_of
+
+    model = "stub-random"
+    with stub(batch_polls_to_finish=1) as handle:
+        _, client = make_client(handle, provider)
+        requests = [request(model, f"item-{n}") for n in range(3)]
+        submitted = await client.submit(requests)
+        await finish(client, submitted)
+        if provider == "openai":
+            # the batch's output file as the server stored it, its first line replaced
+            store = store_of(handle.server)
+            (batch,) = (b for b in store.batches.values() if b.id == submitted[0].batch_id)
+            output = store.files[str(batch.output_file_id)]
+            output.data = DEEP_LINE + b"\n" + output.data.split(b"\n", 1)[1]
+            read = {"item-1", "item-2"}
+        else:
+            # the stand-in's results stream, its second line replaced
+            real_jsonl = standin_batches.jsonl
+
+            def deep_second_line(lines: list[dict[str, Any]]) -> bytes:
+                first, _, rest = real_jsonl(lines).split(b"\n", 2)
+                return first + b"\n" + DEEP_LINE + b"\n" + rest
+
+            monkeypatch.setattr(standin_batches, "jsonl", deep_second_line)
+            read = {"item-0"}  # the SDK's reading ends at the line it cannot parse
+        found = by_item(await results(client, submitted))
+
+    assert set(found) == {"item-0", "item-1", "item-2"}
+    assert {item for item, r in found.items() if r.response is not None} == read
+    missing = {item for item, r in found.items() if r.failure is not None}
+    assert missing == set(found) - read
+    assert all(found[item].failure.kind == "missing" for item in missing)  # type: ignore[union-attr]

@@ -183,6 +183,11 @@ class AnthropicBatchClient(SdkBatchClient[AnthropicClient]):
             decoder = await sdk.messages.batches.results(batch_id)
             async for line in decoder:
                 yield line
+        except (ValueError, RecursionError):
+            # The SDK parses each line with json.loads: a line that is not JSON, or nested
+            # past Python's recursion limit, ends the reading there, and the requests not
+            # read come back as missing, like ones the batch left out (as OpenAI's do).
+            return
         except anthropic.APIError as error:
             raise self.client._translate(error) from None
         except anthropic.AnthropicError:

@@ -38,9 +38,11 @@ from juryflow.judges.batches.records import (
     FailureKind,
     SubmittedBatch,
 )
+from juryflow.judges.providers.lean_post import MAX_RESPONSE_BYTES
 from juryflow.judges.providers.openai import OpenAIClient
 from juryflow.judges.providers.openai import _response as completion_response
 from juryflow.judges.redact import redact_text
+from juryflow.judges.untrusted.loading import load_json
 
 ENDPOINT: Final = "/v1/chat/completions"
 MARKER_KEY: Final = "juryflow_intent"
@@ -193,9 +195,11 @@ class OpenAIBatchClient(SdkBatchClient[OpenAIClient]):
                     if not text.strip():
                         continue
                     try:
-                        line = json.loads(text)
+                        line = load_json(text, max_size=MAX_RESPONSE_BYTES)
                     except ValueError:
-                        continue  # a torn line: its request comes back as missing
+                        # a torn line, or one nested or sized past what any answer needs:
+                        # its request comes back as missing, like one the batch left out
+                        continue
                     if isinstance(line, dict):
                         yield line
         except openai.APIError as error:
