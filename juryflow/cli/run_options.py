@@ -34,7 +34,7 @@ AuditFractionOption = Annotated[
 
 ChunkSizeOption = Annotated[
     int | None,
-    typer.Option(min=1, max=1_000_000, help="Items per Prefect task (200; with --batch 10,000)."),
+    typer.Option(min=1, max=1_000_000, help="Items per Prefect task (500; with --batch 10,000)."),
 ]
 
 BatchOption = Annotated[
