@@ -138,10 +138,28 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def machine() -> str:
+    """One line for beside a bench's figures: the machine, its speed, its load and the
+    releases measured, so that another machine can reproduce them or say how it differs."""
     return (
-        f"{os.cpu_count()} cores (nproc), Python {platform.python_version()}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load avg {os.getloadavg()[0]:.2f}"
+        f"{os.cpu_count()} cores (nproc), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"load avg {os.getloadavg()[0]:.2f}; {cpu_speed()}; {versions()}"
     )
+
+
+CPU_SPEED_LOOP = 2_000_000
+
+
+def cpu_speed(repeats: int = 5) -> str:
+    """The time of a fixed pure-Python loop, best of ``repeats``: one core's speed, as the
+    interpreter sees it, on an idle machine or beside whatever load the line reports."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for step in range(CPU_SPEED_LOOP):
+            total += step * step % 7
+        best = min(best, time.perf_counter() - started)
+    return f"CPU speed: {CPU_SPEED_LOOP:,}-step Python loop in {best:.3f} s (best of {repeats})"
 
 
 VERSIONED = ("juryflow", "prefect", "duckdb", "anthropic", "openai", "numpy", "scipy",

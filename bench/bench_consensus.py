@@ -17,7 +17,8 @@ interval (sources resampled), of:
 The real judges' verdicts (14 LLMs on 4,109 lines of code feedback; F1 on "invalid") come in
 through ``juryflow import`` as the README shows it, then the same ``juryflow calibrate``.
 
-Run: ``.venv/bin/python bench/bench_consensus.py [DATASET ...] [--folds 5] [--seed 0]``
+Run: ``.venv/bin/python bench/bench_consensus.py [DATASET ...] [--folds 5] [--seed 0]
+[--panel 3span ...] [--real-judges PATH|'']``
 (default: ``data2txt_dev``, ``qa_dev`` and ``summary_dev`` from ``../shared/data/ragtruth/``).
 The last lines say, per dataset and panel, whether the calibrated rule is at least the
 default rule and at least the best judge on both F1s, and by how much it trails otherwise.
@@ -54,12 +55,12 @@ REAL_JUDGES_IMPORT = {
 }
 """``juryflow import``'s options for code_feedback.jsonl, as the README gives them."""
 DEFAULT_DATASETS = tuple(SHARED / f"{task}_dev.jsonl" for task in ("data2txt", "qa", "summary"))
-PANELS = (
-    ("3 span judges (sim)", ROOT / "examples" / "panel.sim-3span.yaml"),
-    ("5 span judges (sim)", ROOT / "examples" / "panel.sim-5span.yaml"),
-    ("3 score judges (sim)", ROOT / "examples" / "panel.sim-3score.yaml"),
-    ("offline panel", None),  # the one that fits the rows' task_type: see offline_panel
-)
+PANELS = {
+    "3span": ("3 span judges (sim)", ROOT / "examples" / "panel.sim-3span.yaml"),
+    "5span": ("5 span judges (sim)", ROOT / "examples" / "panel.sim-5span.yaml"),
+    "3score": ("3 score judges (sim)", ROOT / "examples" / "panel.sim-3score.yaml"),
+    "offline": ("offline panel", None),  # the one that fits the rows' task_type: offline_panel
+}
 OFFLINE_PANELS = {
     "qa": ROOT / "examples" / "panel.offline-qa.yaml",
     "summary": ROOT / "examples" / "panel.offline-summary.yaml",
@@ -170,6 +171,10 @@ def main() -> int:
         "--real-judges", default=str(REAL_JUDGES),
         help="recorded real judges' verdicts to import and calibrate ('' to skip)",
     )  # fmt: skip
+    parser.add_argument(
+        "--panel", action="append", choices=list(PANELS), dest="panels",
+        help="only this panel (repeat for more; default: all four)",
+    )  # fmt: skip
     args = parser.parse_args()
     datasets = [Path(d) for d in args.datasets]
     missing = [str(d) for d in datasets if not d.is_file()]
@@ -179,13 +184,13 @@ def main() -> int:
         )
         return 2
 
-    from bench._common import machine, versions
+    from bench._common import machine
     from juryflow.analysis.calibrate import run_calibration
     from juryflow.flows.evaluate import evaluate
     from juryflow.standin.server import StubConfig, load_gold, running_stub_server
     from juryflow.storage.store import Store
 
-    print(f"{machine()}; {versions()}")
+    print(machine())
     print(
         f"{args.folds}-fold cross-validation grouped by source (inner: 3 folds inside each "
         "training set); F1 in %, 95 % interval with sources resampled"
@@ -201,7 +206,7 @@ def main() -> int:
             task = dataset.stem
             config = StubConfig(gold=load_gold(dataset), seed=args.seed)
             with running_stub_server(config, port=STUB_PORT):
-                for label, listed in PANELS:
+                for label, listed in (PANELS[key] for key in args.panels or PANELS):
                     panel = listed if listed is not None else offline_panel(dataset)
                     started = time.perf_counter()
                     db = str(Path(tmp) / f"{task}-{len(verdicts)}.duckdb")

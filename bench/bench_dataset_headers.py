@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import machine, versions
+from bench._common import machine
 from juryflow.storage import dataset_readers
 from juryflow.storage.dataset_readers import DatasetError, columns_of
 
@@ -80,7 +80,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     widths = [int(w) for w in args.widths.split(",")]
     print(f"machine: {machine()}")
-    print(f"versions: {versions()}")
     limit = getattr(dataset_readers, "MAX_COLUMNS", None)
     print(f"MAX_COLUMNS: {limit:,}" if limit is not None else "MAX_COLUMNS: (none)")
     at_target: float | None = None

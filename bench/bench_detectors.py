@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import machine
 from juryflow.judges.detectors.registry import detector_names, get_detector
 from juryflow.judges.offline import OfflineJudge
 from juryflow.judges.panel import PanelSpec, load_panel
@@ -302,6 +303,7 @@ def main() -> None:
         help="score the rows in SAMPLE (by id; default the bundled sample) and the rest apart",
     )
     args = parser.parse_args()
+    print(f"machine: {machine()}")
     rows = load(args.path, question=args.question)
     panel_path, panel = panel_for(rows, args.panel)
     in_panel = [str(spec.detector) for spec in panel.judges]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import machine
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.panel import JudgeSpec
@@ -73,6 +74,7 @@ def main() -> None:
     parser.add_argument("--rpm", type=float, default=20.0, help="requests per window")
     parser.add_argument("--tpm", type=float, default=40_000.0, help="tokens per window")
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    print(f"machine: {machine()}")
     args = parser.parse_args()
     os.environ.setdefault(KEY_ENV, "sk-bench")
     items = [

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import machine
 from juryflow.maths.agreement import krippendorff_alpha
 
 N_ITEMS = 100_000
@@ -51,6 +52,7 @@ def best_time(fn: Callable[[], float], repeats: int) -> tuple[float, float]:
 
 
 def main() -> None:
+    print(f"machine: {machine()}")
     ratings = make_ratings()
     n_values = np.unique(ratings[~np.isnan(ratings)]).size
     print(

@@ -25,6 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import machine
 from juryflow.judges.pricing import price_for
 from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.store import Store
@@ -77,6 +80,7 @@ def main() -> None:
     parser.add_argument("--models", default="claude-sonnet-4-5,gpt-4.1-mini,gpt-5-mini")
     parser.add_argument("--dataset", default=str(REPO / "examples/ragtruth_data2txt_sample.jsonl"))
     args = parser.parse_args()
+    print(f"machine: {machine()}")
     models = args.models.split(",")
     with tempfile.TemporaryDirectory() as tmp, running_stub_server(StubConfig()) as stub:
         results = {

@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import machine
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import MAX_ANSWER_CHARS, LLMJudge, _CallTimer
 from juryflow.judges.panel import JudgeSpec
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1000000,10000000,30000000")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
+    print(f"machine: {machine()}")
     sizes = [int(size) for size in args.sizes.split(",")]
     print(f"redact_text, best of {args.repeats} runs, seconds by size in characters")
     print(row("shape", [f"{size:,}" for size in sizes], "   growth (s/char, last / first)"))

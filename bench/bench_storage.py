@@ -13,10 +13,14 @@ with a span), in two modes, and prints rows/s for each:
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import machine
 from juryflow.maths.records import Judgment, Span
 from juryflow.storage.store import Store
 
@@ -48,6 +52,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--judges", type=int, default=5)
     args = parser.parse_args()
+    print(f"machine: {machine()}")
     batches = [
         make_batch(start, min(args.batch, args.rows - start), args.judges)
         for start in range(0, args.rows, args.batch)

@@ -78,14 +78,14 @@ def main() -> int:
     if not source.is_file():
         print(f"no recorded judgments at {source}", file=sys.stderr)
         return 2
-    from bench._common import machine, versions
+    from bench._common import machine
     from juryflow.analysis.calibrate import run_calibration
     from juryflow.analysis.recorded_import import import_recorded
     from juryflow.analysis.recorded_rows import ImportOptions
     from juryflow.flows.reaggregate import reaggregate
     from juryflow.storage.store import Store
 
-    print(f"{machine()}; {versions()}")
+    print(machine())
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
     writers = sorted({r["feedback_by"] for r in rows})
     options = ImportOptions(
