@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed), then ruff, mypy, the layer contracts and every test but the long
-# end-to-end ones marked `slow`. `bash scripts/test.sh --slow` runs those alone (CI runs both).
+# Set up .venv (if needed), then ruff, mypy, the layer contracts, the documentation site and
+# every test but the long ones marked `slow`: what CI runs. `bash scripts/test.sh --slow`
+# runs those alone (pytest's options may follow it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in
+mode="${1:-}"
+case "$mode" in
   "") selection=(-m "not slow") ;;
-  --slow) selection=(-m slow) ;;
-  *) echo "usage: bash scripts/test.sh [--slow]  (--slow: only the long end-to-end tests)" >&2
+  --slow) selection=(-m slow); shift ;;
+  *) echo "usage: bash scripts/test.sh [--slow [PYTEST_OPTION ...]]  (--slow: only the long" \
+       "end-to-end tests, which CI leaves out)" >&2
      exit 2 ;;
 esac
 python3 -m venv .venv
 # pip's own chatter goes to a log, shown only if the install fails.
 if ! { .venv/bin/python -m pip install --upgrade pip \
-       && .venv/bin/python -m pip install -e ".[dev]"; } > .venv/install.log 2>&1; then
+       && .venv/bin/python -m pip install -c constraints.txt -e ".[dev]"; } > .venv/install.log 2>&1; then
   cat .venv/install.log >&2
   echo "installing juryflow failed; the log above says why" >&2
   exit 1
@@ -24,7 +27,7 @@ fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/.venv/prefect-home}"
-if [ -z "${1:-}" ]; then
+if [ -z "$mode" ]; then
   .venv/bin/ruff check .
   .venv/bin/mypy
   # the layers of ARCHITECTURE.md: an import that breaks one fails here
@@ -45,4 +48,8 @@ fi
 # process rather than compute. Each has its own Prefect server for the `juryflow` processes
 # its tests start (tests/conftest.py). The slowest tests are listed, for whoever makes the
 # suite faster.
-.venv/bin/python -m pytest -q -n 3 --dist loadfile --durations=25 "${selection[@]}"
+# pytest keeps the test modules it rewrites for their assertions only where bytecode may be
+# written: with PYTHONDONTWRITEBYTECODE set, every test process rewrote all of them again
+# (~15 s of CPU each).
+env -u PYTHONDONTWRITEBYTECODE \
+  .venv/bin/python -m pytest -q -n 3 --dist loadfile --durations=25 "${selection[@]}" "$@"

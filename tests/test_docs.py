@@ -70,9 +70,7 @@ def test_the_cli_reference_has_every_command_and_option() -> None:
 def test_the_cli_reference_shows_help_as_written() -> None:
     """Markdown in the help is escaped, backticks kept: the page shows what --help does."""
     markdown = _script("cli_reference").markdown
-    assert markdown("a *b* `c|*d*` <e> x_y [f]") == (
-        "a \\*b\\* `c|*d*` &lt;e&gt; x\\_y \\[f\\]"
-    )
+    assert markdown("a *b* `c|*d*` <e> x_y [f]") == ("a \\*b\\* `c|*d*` &lt;e&gt; x\\_y \\[f\\]")
     page = CLI_PAGE.read_text(encoding="utf-8")
     # Rich markup read as --help shows it: `\[start, end]` in the source is `[start, end]`
     assert "a list of \\[start, end\\] character offsets" in page

@@ -13,7 +13,8 @@ from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
 
-pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+# ~35 s, in the default run: no other test shows one row per pair under every fault at once
+pytestmark = [pytest.mark.usefixtures("prefect_harness")]
 
 
 def synthetic_dataset(path: Path, n: int) -> Path:

@@ -767,7 +767,7 @@ def test_code_feedback_imports_as_the_readme_says(
     assert rows(db, "SELECT count(*) FROM runs") == [(1,)]
 
 
-@pytest.mark.slow
+# long (~40 s of calibration on 14 judges), yet in the default run: the README's figure
 @pytest.mark.skipif(not CODE_FEEDBACK.is_file(), reason="../shared/data/realjudges is absent")
 def test_calibrate_on_code_feedback(tmp_path: Path) -> None:
     """The README's third command on the imported code_feedback run (~12 s of calibration)."""

@@ -58,7 +58,8 @@ def test_a_quoted_password_keeps_its_quotes_and_backslashes() -> None:
     assert parse_lake_target(sealed).attach_path.endswith(r"password='it\'s \\ ok'")
 
 
-@pytest.mark.slow  # a PostgreSQL server, a Prefect server and a lake run: about 40 s
+# a PostgreSQL server, a Prefect server and a lake run (about 30 s), in the default run:
+# no other test reads Prefect's database for a secret
 def test_a_lake_run_leaves_no_catalog_password_in_prefect(
     pg_server: PgServer, tmp_path: Path
 ) -> None:

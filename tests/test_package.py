@@ -13,7 +13,8 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+# The wheel is built and installed once (~30 s), in the default run: no other test installs
+# juryflow as a user does. Only the plain editable install is `slow` (CI's own install is one).
 
 # juryflow/ (the face) and the folder of each layer below it, each `juryflow.<folder>`
 LAYER_FOLDERS = ("juryflow", "flows", "analysis", "planning", "standin", "storage", "judges")
@@ -146,6 +147,7 @@ def test_runtime_dependencies_are_what_runtime_code_imports() -> None:
     assert imported - declared - extras == set()
 
 
+@pytest.mark.slow
 def test_a_plain_editable_install_runs_the_bundled_sample(tmp_path: Path) -> None:
     """`pip install -e .` without setuptools' strict mode: the install most contributors type."""
     import site

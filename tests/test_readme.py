@@ -106,7 +106,14 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     "bash scripts/run-sample.sh": (".ci/run", "bash scripts/run-sample.sh"),
     # the contributor's plain editable install; tests/test_package.py runs the sample on one
     "python3 -m venv .venv": ("scripts/test.sh", "python3 -m venv .venv"),
-    ".venv/bin/python -m pip install -e .[dev]": ("scripts/test.sh", 'pip install -e ".[dev]"'),
+    ".venv/bin/python -m pip install -c constraints.txt -e .[dev]": (
+        "scripts/test.sh",
+        'pip install -c constraints.txt -e ".[dev]"',
+    ),
+    "bash scripts/refresh-constraints.sh": (
+        "tests/test_constraints.py",
+        "refresh-constraints.sh",
+    ),
     ".venv/bin/lint-imports": ("scripts/test.sh", ".venv/bin/lint-imports"),
     ".venv/bin/python bench/bench_consensus.py": (".ci/run", "bench/bench_consensus.py"),
     "juryflow reaggregate RUN --consensus spans=at_least:2 --consensus verdict=spans": (
