@@ -18,12 +18,12 @@ from juryflow.standin.batch_state import (
     StoredFile,
 )
 from juryflow.standin.batch_wire import jsonl, now, openai_line
-from juryflow.standin.server import (
+from juryflow.standin.http_wire import error_body
+from juryflow.standin.model import (
     FAULTS,
-    StubServer,
+    ServerState,
     answer_seed,
     anthropic_message,
-    error_body,
     make_answer,
     openai_completion,
     parse_model,
@@ -42,7 +42,7 @@ _FAULT_STATUS = {"400": 400, "401": 401, "403": 403, "404": 404, "429": 429, "50
 class Progress:
     """Moves a batch on by one poll: processes the requests due, ends it when it is time."""
 
-    def __init__(self, server: StubServer, store: BatchStore, batch: Batch) -> None:
+    def __init__(self, server: ServerState, store: BatchStore, batch: Batch) -> None:
         self.server = server
         self.store = store
         self.batch = batch
@@ -125,12 +125,12 @@ class Progress:
             rule = parse_model(model, config.default_answer)
         except ValueError as error:
             return errored(api, 400, str(error))
-        step = server._next_step(model)
+        step = server.next_step(model)
         fault: str | None
         if step is not None:
             fault = step if step in FAULTS else None
         else:
-            fault = rule.fault_for(number - 1) or server._random_fault()
+            fault = rule.fault_for(number - 1) or server.random_fault()
         if fault in ("hang", "drop"):
             return Outcome("expired")
         if fault == "401":

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from juryflow.standin.server import StubServer
+from juryflow.standin.model import ServerState
 
 Api = Literal["openai", "anthropic"]
 OutcomeKind = Literal["succeeded", "errored", "expired", "canceled"]
@@ -164,11 +164,11 @@ class BatchStore:
         return f"{prefix}{next(self._ids)}"
 
 
-_STORES: weakref.WeakKeyDictionary[StubServer, BatchStore] = weakref.WeakKeyDictionary()
+_STORES: weakref.WeakKeyDictionary[ServerState, BatchStore] = weakref.WeakKeyDictionary()
 _STORES_LOCK = threading.Lock()
 
 
-def store_of(server: StubServer) -> BatchStore:
+def store_of(server: ServerState) -> BatchStore:
     # Kept beside the server rather than in it, so the server needs only its routes.
     with _STORES_LOCK:
         store = _STORES.get(server)
@@ -177,6 +177,6 @@ def store_of(server: StubServer) -> BatchStore:
         return store
 
 
-def stats_of(server: StubServer) -> BatchStats:
+def stats_of(server: ServerState) -> BatchStats:
     """The batch counters of ``server`` (also in ``GET /_stats`` under ``batches``)."""
     return store_of(server).stats

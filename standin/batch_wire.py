@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from juryflow.standin.batch_state import Batch, Entry, Outcome
-from juryflow.standin.server import _Request
+from juryflow.standin.http_wire import Request
 
 CHAT_ENDPOINT = "/v1/chat/completions"
 WINDOW_SECONDS = 24 * 3600
@@ -183,7 +183,7 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
-def multipart(request: _Request) -> dict[str, tuple[str | None, bytes]] | None:
+def multipart(request: Request) -> dict[str, tuple[str | None, bytes]] | None:
     """The fields of a multipart/form-data body: name -> (filename, bytes)."""
     content_type = request.headers.get("content-type", "")
     match = re.search(r'boundary="?([^";]+)"?', content_type)

@@ -16,7 +16,7 @@ Wire formats as the real APIs (the official SDKs' ``files``, ``batches`` and
   {"type": "succeeded" | "errored" | "canceled" | "expired", ...}}``).
 
 Each request in a batch is answered as the real-time endpoints answer it (the model-name
-rule, scripted steps, random faults, :func:`~juryflow.standin.server.make_answer`), with
+rule, scripted steps, random faults, :func:`~juryflow.standin.model.make_answer`), with
 ``usage``, and counted once in the server's request stats under its model, when the batch
 processes it. Faults mean, inside a batch: ``400``/``401``/``403``/``404``/``429``/``500``
 an errored request with that status, ``hang`` and ``drop`` a request never run before the
@@ -79,7 +79,8 @@ from juryflow.standin.batch_wire import (
     openai_entries,
     send_bytes,
 )
-from juryflow.standin.server import StubServer, _Request, _send, error_body
+from juryflow.standin.http_wire import Request, error_body, send
+from juryflow.standin.model import ServerState
 
 __all__ = ["handle", "is_batch_route", "stats_of"]
 
@@ -97,13 +98,13 @@ def is_batch_route(path: str) -> bool:
 # --- routes --------------------------------------------------------------------------------
 
 
-async def handle(server: StubServer, request: _Request, writer: asyncio.StreamWriter) -> bool:
+async def handle(server: ServerState, request: Request, writer: asyncio.StreamWriter) -> bool:
     """Answer one request on a batch route (see :func:`is_batch_route`)."""
     path = request.path.split("?", 1)[0].rstrip("/")
     api: Api = "anthropic" if path.startswith("/v1/messages/batches") else "openai"
     if not server.config.serves_batches:
         # What a FastAPI-based server (vLLM) says of a route it does not have.
-        return await _send(writer, 404, {"detail": "Not Found"})
+        return await send(writer, 404, {"detail": "Not Found"})
     routes = _Routes(server, store_of(server), request, writer, api)
     parts = path.strip("/").split("/")[1:]  # without "v1"
     method = request.method
@@ -137,15 +138,15 @@ async def handle(server: StubServer, request: _Request, writer: asyncio.StreamWr
             return await routes.retrieve(parts[1])
         if len(parts) == 3 and parts[2] == "cancel" and method == "POST":
             return await routes.cancel(parts[1])
-    return await _send(writer, 404, error_body(api, 404, f"no route {method} {path}"))
+    return await send(writer, 404, error_body(api, 404, f"no route {method} {path}"))
 
 
 class _Routes:
     def __init__(
         self,
-        server: StubServer,
+        server: ServerState,
         store: BatchStore,
-        request: _Request,
+        request: Request,
         writer: asyncio.StreamWriter,
         api: Api,
     ) -> None:
@@ -160,7 +161,7 @@ class _Routes:
         return self.request.headers.get("host", "127.0.0.1")
 
     async def error(self, status: int, message: str) -> bool:
-        return await _send(self.writer, status, error_body(self.api, status, message))
+        return await send(self.writer, status, error_body(self.api, status, message))
 
     async def held(self, step: str) -> bool:
         """Whether the request is held at ``step`` (``BatchStore.hold``): then it waits
@@ -200,18 +201,18 @@ class _Routes:
         self.store.stats.count("files_uploaded")
         if await self.held("uploaded"):
             return False
-        return await _send(self.writer, 200, stored.payload())
+        return await send(self.writer, 200, stored.payload())
 
     async def file(self, file_id: str) -> bool:
         stored = self.store.files.get(file_id)
         if stored is None:
             return await self.error(404, f"No such File object: {file_id}")
-        return await _send(self.writer, 200, stored.payload())
+        return await send(self.writer, 200, stored.payload())
 
     async def delete_file(self, file_id: str) -> bool:
         if self.store.files.pop(file_id, None) is None:
             return await self.error(404, f"No such File object: {file_id}")
-        return await _send(self.writer, 200, {"id": file_id, "object": "file", "deleted": True})
+        return await send(self.writer, 200, {"id": file_id, "object": "file", "deleted": True})
 
     async def file_content(self, file_id: str) -> bool:
         stored = self.store.files.get(file_id)
@@ -255,7 +256,7 @@ class _Routes:
         batch.metadata = dict(metadata) if metadata else None
         if await self.held("created"):
             return False
-        return await _send(self.writer, 200, openai_batch(batch))
+        return await send(self.writer, 200, openai_batch(batch))
 
     async def create_message_batch(self) -> bool:
         body = self.json_body()
@@ -292,7 +293,7 @@ class _Routes:
         batch = self._new_batch(entries, self.store.new_id("msgbatch_stub"))
         if await self.held("created"):
             return False
-        return await _send(self.writer, 200, anthropic_batch(batch, self.host))
+        return await send(self.writer, 200, anthropic_batch(batch, self.host))
 
     def _new_batch(self, entries: list[Entry], batch_id: str) -> Batch:
         headers = self.request.headers
@@ -363,7 +364,7 @@ class _Routes:
             payload = {"data": data, "has_more": has_more}
         payload["first_id"] = page[0].id if page else None
         payload["last_id"] = page[-1].id if page else None
-        return await _send(self.writer, 200, payload)
+        return await send(self.writer, 200, payload)
 
     async def cancel(self, batch_id: str) -> bool:
         batch = self._batch(batch_id)
@@ -377,7 +378,7 @@ class _Routes:
 
     async def _send_batch(self, batch: Batch) -> bool:
         payload = openai_batch(batch) if self.api == "openai" else anthropic_batch(batch, self.host)
-        return await _send(self.writer, 200, payload)
+        return await send(self.writer, 200, payload)
 
     async def anthropic_results(self, batch_id: str) -> bool:
         batch = self._batch(batch_id)

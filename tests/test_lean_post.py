@@ -23,7 +23,8 @@ from juryflow.judges.providers.anthropic import AnthropicClient
 from juryflow.judges.providers.base import ModelRequest, ProviderError, SDKClient
 from juryflow.judges.providers.openai import OpenAIClient
 from juryflow.judges.ratelimit import reset_limiters
-from juryflow.standin.server import StubConfig, StubHandle, WireRequest, running_stub_server
+from juryflow.standin.http_wire import WireRequest
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 
 FAKE_KEY = "sk-test-lean-0123456789abcdef"
 KEY_HEADERS = ("authorization", "x-api-key")

@@ -24,7 +24,8 @@ from juryflow.judges.providers.openai import OpenAIClient
 from juryflow.judges.ratelimit import reset_limiters
 from juryflow.maths.records import Item, Judgment
 from juryflow.prompts.loader import load_template
-from juryflow.standin.server import StubConfig, StubHandle, good_spans, running_stub_server
+from juryflow.standin.model import good_spans
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 
 FAKE_KEY = "sk-test-fake-key-0123456789abcdef"
 PROVIDERS = ("anthropic", "openai")

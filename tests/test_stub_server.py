@@ -15,16 +15,18 @@ import pytest
 
 from juryflow.judges.providers.base import TOOL_NAME, output_schema
 from juryflow.prompts.loader import load_template
-from juryflow.standin.server import (
+from juryflow.standin.model import (
     Rule,
-    StubConfig,
-    StubHandle,
     article_of,
     fuzzy_span,
     good_spans,
     normalized_span,
-    parse_model,
     repeated_word,
+)
+from juryflow.standin.server import (
+    StubConfig,
+    StubHandle,
+    parse_model,
     running_stub_server,
 )
 
