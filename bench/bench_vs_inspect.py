@@ -48,8 +48,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-from juryflow.judges.providers import stored_requests
-
 INSPECT_TASK = Path(__file__).resolve().with_name("inspect_job.py")
 MODELS = (
     ("anthropic", "stub-spans-good"),
@@ -246,17 +244,6 @@ def tree_cpu(pid: int | None) -> float:
     return total
 
 
-def record_stored_requests(tmp: Path, panel: Path, env: dict[str, str]) -> None:
-    """A 6-item run on the same stand-in, not measured: it stores the SDKs' requests
-    (``juryflow.judges.providers.stored_requests``) as a user's earlier run on the same
-    server would have, so the measured runs send them without importing the SDKs."""
-    small = _common.synth_dataset(tmp / "record.jsonl", 6)
-    command = [sys.executable, "-m", "juryflow", "run", str(small), "--panel", str(panel)]
-    command += ["--db", str(tmp / "record.duckdb"), "--no-cache"]
-    subprocess.run(command, env=env, cwd=_common.REPO, check=True, capture_output=True)
-    print("stored requests: recorded by a 6-item run first (the first-run row: without)")
-
-
 def measure(
     label: str,
     command: list[str],
@@ -371,13 +358,6 @@ def main() -> None:
         help="also the first --workers value on the SDK's whole call path "
         "(JURYFLOW_SDK_CALLS=1: the call path of the release before the lean one)",
     )
-    parser.add_argument(
-        "--first-run",
-        action="store_true",
-        help="also the first --workers value as a first run on this endpoint, with no "
-        "request stored by an earlier run (the other rows: a 6-item run records them "
-        "first, as any earlier run on the same server would have)",
-    )
     args = parser.parse_args()
     worker_counts = [n.strip() for n in args.workers.split(",")]
     if not all(n == "auto" or n.isdigit() for n in worker_counts):
@@ -401,9 +381,6 @@ def main() -> None:
         panel = _common.write_stub_panel(tmp / "panel.yaml", base, base + "/v1", args.concurrency)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env["JURYFLOW_CACHE_DIR"] = str(tmp / "request-cache")
-        # The folder also notes servers without rate-limit headers: the file says whether
-        # the requests were recorded.
-        recorded = tmp / "request-cache" / stored_requests.FILE_NAME
         juryflow = [sys.executable, "-m", "juryflow", "run", str(dataset), "--panel", str(panel)]
         if args.chunk_size is not None:
             juryflow += ["--chunk-size", str(args.chunk_size)]
@@ -414,11 +391,7 @@ def main() -> None:
                     rows = [(workers, "lean") for workers in worker_counts]
                     if args.sdk_path:
                         rows.insert(0, (worker_counts[0], "sdk"))
-                    if args.first_run:
-                        rows.insert(0, (worker_counts[0], "first"))
                     for workers, kind in rows:
-                        if kind == "lean" and not recorded.exists():
-                            record_stored_requests(tmp, panel, server_env)
                         suffix = "" if kind == "lean" else f"-{kind}"
                         db = tmp / f"server-{workers}{suffix}.duckdb"
                         command = [
@@ -434,9 +407,6 @@ def main() -> None:
                         if kind == "sdk":
                             label = f"juryflow --workers {workers}, SDK call path (server)"
                             row_env["JURYFLOW_SDK_CALLS"] = "1"
-                        if kind == "first":
-                            label = f"juryflow --workers {workers}, first run (server)"
-                            row_env["JURYFLOW_CACHE_DIR"] = str(tmp / "first-run-cache")
                         results.append(
                             measure(
                                 label,
@@ -449,8 +419,6 @@ def main() -> None:
                             )
                         )
             if args.prefect in ("both", "ephemeral"):
-                if not recorded.exists():
-                    record_stored_requests(tmp, panel, env)
                 workers = worker_counts[-1]
                 db = tmp / "ephemeral.duckdb"
                 command = [*juryflow, "--db", str(db), "--no-cache", "--workers", str(workers)]

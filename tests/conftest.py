@@ -31,8 +31,8 @@ SHARED_DATA = REPO.parent / "shared" / "data" / "ragtruth"
 
 @pytest.fixture(autouse=True)
 def own_request_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Each test starts with no request stored by another (``stored_requests``): what a
-    test sends through the SDK, or not, must not depend on the tests run before it."""
+    """Each test starts with an empty cache folder (what one run learns of an endpoint for
+    the next, ``header_memory``): what a test sends must not depend on the tests before it."""
     previous = os.environ.get("JURYFLOW_CACHE_DIR")
     os.environ["JURYFLOW_CACHE_DIR"] = str(tmp_path_factory.mktemp("request-cache"))
     try:

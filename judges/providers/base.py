@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from juryflow.judges.providers import lean_post, stored_requests
+from juryflow.judges.providers import lean_post
 from juryflow.judges.providers.quota_headers import observe_response
 from juryflow.judges.redact import (
     header_secrets,
@@ -449,10 +449,6 @@ def transport_of(sdk: Any) -> str:
     return "aiohttp" if type(transport).__name__ == "AiohttpTransport" else "httpx"
 
 
-_STORED_SESSIONS: SharedSDKs[Any] = SharedSDKs()
-"""The aiohttp sessions stored requests go out on, one per endpoint and loop, like SDKs'."""
-
-
 class SDKClient(Generic[SDK]):
     """What the Anthropic and OpenAI clients share: their endpoint, the secrets they send,
     and one SDK client per endpoint and event loop (:class:`SharedSDKs`) on the SDK's own
@@ -493,7 +489,6 @@ class SDKClient(Generic[SDK]):
         # Judges with the same key, server and headers share one client (and pool) per loop;
         # the timeout is not part of it: every call sends its own.
         self.endpoint = (self.provider, api_key, base_url, tuple(sorted(self._headers.items())))
-        self._stored: dict[tuple[str, float], lean_post.RequestTemplate | None] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}(base_url={self._base_url!r})"
@@ -514,64 +509,18 @@ class SDKClient(Generic[SDK]):
 
         The SDK's generic POST builds and sends the first call of each (path, timeout); the
         rest replay its request with their own body (:mod:`~juryflow.judges.providers.
-        lean_post`), the same bytes on the wire for a fraction of the CPU. Where an earlier
-        run recorded that request (:mod:`~juryflow.judges.providers.stored_requests`),
-        every call sends it, and the SDK is not even imported unless an answer is an error.
+        lean_post`), the same bytes on the wire for a fraction of the CPU.
         """
         if not lean_post.enabled():
             response = await self._sdk_post(self._sdk(), path, body, timeout)
             return lean_post.response_json(response.content)
-        stored = self._stored_request(path, timeout)
-        if stored is not None:
-            return await self._send_stored(stored, lean_post.encode(body))
         sdk = self._sdk()
         sent = lean_post.template(sdk, path, timeout)
         if sent is not None:
             return await lean_post.replay(sdk, self.sdk_module, sent, lean_post.encode(body))
         with lean_post.recording(sdk, path, timeout):
             response = await self._sdk_post(sdk, path, body, timeout)
-        recorded = lean_post.template(sdk, path, timeout)
-        key = self._stored_key(path, timeout)
-        if recorded is not None and key is not None:
-            stored_requests.remember(key, recorded, self._secrets)
         return lean_post.response_json(response.content)
-
-    def _stored_key(self, path: str, timeout: float) -> str | None:
-        if self._sdk_base_url is None or not stored_requests.usable(self.sdk_name, self._base_url):
-            return None
-        return stored_requests.key_of(
-            self.sdk_name,
-            api_key=self._api_key,
-            base_url=self._base_url or "",
-            headers=self._headers,
-            path=path,
-            timeout=timeout,
-            secrets=self._secrets,
-        )
-
-    def _stored_request(self, path: str, timeout: float) -> lean_post.RequestTemplate | None:
-        # Looked up once per (path, timeout) and client: the file is read at most that often.
-        if (path, timeout) not in self._stored:
-            key = self._stored_key(path, timeout)
-            found = stored_requests.lookup(key, self._secrets) if key is not None else None
-            self._stored[(path, timeout)] = found
-        return self._stored[(path, timeout)]
-
-    def _session(self) -> Any:
-        return _STORED_SESSIONS.get(self.endpoint, stored_requests.new_session)
-
-    async def _send_stored(self, sent: lean_post.RequestTemplate, body: bytes) -> Any:
-        """:func:`lean_post.replay` on our own session, the SDK built only for an error."""
-        import aiohttp
-
-        try:
-            answer = await lean_post.exchange(self._session(), sent, body)
-        except (aiohttp.ClientError, OSError) as error:
-            raise lean_post.sdk_error(self._sdk(), self.sdk_module, sent, error)  # noqa: B904
-        if answer.status < 400 and "content-encoding" not in answer.headers:
-            observe_response(answer.headers)
-            return lean_post.response_json(answer.content)
-        return lean_post.read_answer(self._sdk(), sent, answer)
 
     async def _sdk_post(self, sdk: Any, path: str, body: dict[str, Any], timeout: float) -> Any:
         # The SDK's generic POST: its auth, headers, timeouts and typed errors, but the body
@@ -586,15 +535,8 @@ class SDKClient(Generic[SDK]):
     def warm(self, timeout: float | None = None) -> None:
         """Build this loop's SDK client (its connection pool, its TLS context) before the
         first call: the first call goes alone under header pacing and the others wait for
-        its answer, so its set-up would be waited for by every call of the judge. A client
-        whose calls go out as a stored request builds that request's session instead."""
-        stored = None
-        if timeout is not None and lean_post.enabled():
-            stored = self._stored_request(self.call_path, timeout)
-        if stored is not None:
-            self._session()
-        else:
-            self._sdk()
+        its answer, so its set-up would be waited for by every call of the judge."""
+        self._sdk()
 
     def size_pool(self, limiter_key: str, connections: int) -> None:
         size_pool(self.endpoint, limiter_key, connections)
@@ -602,13 +544,10 @@ class SDKClient(Generic[SDK]):
     def transport(self) -> str | None:
         """The transport of this loop's client ("aiohttp" or "httpx"), None before any call."""
         sdk = self.shared.current(self.endpoint)
-        if sdk is not None:
-            return transport_of(sdk)
-        return "aiohttp" if _STORED_SESSIONS.current(self.endpoint) is not None else None
+        return transport_of(sdk) if sdk is not None else None
 
     async def aclose(self) -> None:
         await self.shared.aclose(self.endpoint)
-        await _STORED_SESSIONS.aclose(self.endpoint)
 
 
 def dropped_connection(error: BaseException) -> bool:

@@ -60,9 +60,7 @@ class RequestTemplate:
     timeout: Mapping[str, float | None]
     """httpx's timeout extension (connect, read, write, pool), read as the adapter does."""
     request: Any = None
-    """The SDK's httpx request, which the SDK's exceptions carry; None for a request read
-    from an earlier run (:mod:`~juryflow.judges.providers.stored_requests`), built when an
-    error needs it."""
+    """The SDK's httpx request, which the SDK's exceptions carry."""
 
 
 class _Slot:
