@@ -10,7 +10,7 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 python3 -m venv "$scratch/venv"
 if ! { "$scratch/venv/bin/python" -m pip install --upgrade pip \
-       && "$scratch/venv/bin/python" -m pip install ".[dev,lake,pandas,dask]"; } \
+       && "$scratch/venv/bin/python" -m pip install uv ".[dev,lake,pandas,dask]"; } \
      > "$scratch/install.log" 2>&1; then
   cat "$scratch/install.log" >&2
   echo "installing juryflow failed; the log above says why" >&2

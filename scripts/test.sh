@@ -12,14 +12,7 @@ case "$mode" in
        "end-to-end tests, which CI leaves out)" >&2
      exit 2 ;;
 esac
-python3 -m venv .venv
-# pip's own chatter goes to a log, shown only if the install fails.
-if ! { .venv/bin/python -m pip install --upgrade pip \
-       && .venv/bin/python -m pip install -c constraints.txt -e ".[dev]"; } > .venv/install.log 2>&1; then
-  cat .venv/install.log >&2
-  echo "installing juryflow failed; the log above says why" >&2
-  exit 1
-fi
+bash scripts/install.sh ".[dev]"
 # Byte-compile the checkout once (the symlinked folders too): where PYTHONDONTWRITEBYTECODE
 # is set, as in many containers, every `juryflow` process the tests start would otherwise
 # compile its modules again (~0.2 s of CPU each).

@@ -342,7 +342,7 @@ def test_bench_dataset_headers_runs_at_a_tiny_size() -> None:
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "versions: " in result.stdout and "target: " in result.stdout
+    assert "CPU speed: " in result.stdout and "target: " in result.stdout
     assert f"CSV {width:,} columns, columns_of: " in result.stdout
     assert "refused: " in result.stdout
 

@@ -39,8 +39,11 @@ def test_every_declared_dependency_is_pinned() -> None:
 
 
 def test_the_install_commands_use_it() -> None:
+    install = (REPO / "scripts" / "install.sh").read_text("utf-8")
+    assert "uv pip install" in install and "pip install -c constraints.txt -e" in install
+    assert install.count("-c constraints.txt") == 3  # uv itself, then juryflow by uv or pip
     for script in ("scripts/test.sh", "scripts/run-sample.sh"):
-        assert "pip install -c constraints.txt -e" in (REPO / script).read_text("utf-8"), script
+        assert "bash scripts/install.sh" in (REPO / script).read_text("utf-8"), script
 
 
 @pytest.mark.slow  # a fresh virtualenv and every distribution from the index: minutes

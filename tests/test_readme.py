@@ -105,10 +105,10 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     "bash scripts/test.sh --slow": (".ci/run", "bash scripts/test.sh --slow"),
     "bash scripts/run-sample.sh": (".ci/run", "bash scripts/run-sample.sh"),
     # the contributor's plain editable install; tests/test_package.py runs the sample on one
-    "python3 -m venv .venv": ("scripts/test.sh", "python3 -m venv .venv"),
+    "python3 -m venv .venv": ("scripts/install.sh", "python3 -m venv .venv"),
     ".venv/bin/python -m pip install -c constraints.txt -e .[dev]": (
-        "scripts/test.sh",
-        'pip install -c constraints.txt -e ".[dev]"',
+        "scripts/install.sh",
+        'pip install -c constraints.txt -e "$target"',
     ),
     "bash scripts/refresh-constraints.sh": (
         "tests/test_constraints.py",
