@@ -300,3 +300,18 @@ def test_resume_by_prefix_finishes_the_run_without_new_judgments(
     )
     assert rows == [(180,)]
     assert Store(db).get_run(two_runs.uncached).status == "completed"  # type: ignore[union-attr]
+
+
+def test_export_to_dash_writes_standard_output(
+    two_runs: TwoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: `export -o -` wrote a file named `-`; it is standard output, as for most
+    command-line tools, and the row count goes to standard error."""
+    monkeypatch.chdir(tmp_path)
+    run = two_runs.uncached
+    result = runner.invoke(app, ["export", run, "-f", "csv", "-o", "-", "--db", two_runs.db])
+    assert result.exit_code == 0, result.output
+    assert list(tmp_path.iterdir()) == []
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert len(rows) == 180 and {row["run_id"] for row in rows} == {run}
+    assert "180 rows" in result.stderr and "standard output" in result.stderr

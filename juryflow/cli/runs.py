@@ -144,7 +144,10 @@ def export_command(
         str, typer.Option("--format", "-f", help="parquet, csv or jsonl.")
     ] = "parquet",
     output_path: Annotated[
-        str | None, typer.Option("--output", "-o", help="File to write (default: RUN.<ext>).")
+        str | None,
+        typer.Option(
+            "--output", "-o", help="File to write (default: RUN.<ext>); - for standard output."
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
     db: DbOption = None,
@@ -159,6 +162,9 @@ def export_command(
         fail(f"--format {format_}: choose parquet, csv or jsonl")
     run_id = resolve_or_exit(db, run)
     assert run_id is not None
+    if output_path == "-":
+        _export_to_stdout(db, run_id, format_)
+        return
     try:
         target = writable_file(output_path or f"{run_id}.{EXTENSIONS[format_]}", "--output")
     except UnwritablePathError as error:
@@ -185,6 +191,40 @@ def export_command(
         output.plain(f"run {run_id}: {rows} rows (item × judge) written to {target}"),
         soft_wrap=True,
     )
+
+
+def _export_to_stdout(db: Any, run_id: str, format_: str) -> None:
+    """``-o -``: the export written to a scratch file, then its bytes to standard output
+    (it was a file named ``-``); the line saying how many rows goes to standard error."""
+    import sys
+    import tempfile
+
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.paths import reason
+    from juryflow.storage.reads.run_queries import export_run
+    from juryflow.storage.store import Store
+
+    if format_ == "parquet" and sys.stdout.isatty():
+        fail("parquet is binary: with -o -, pipe it to a file or a program, or use --format csv")
+    with tempfile.TemporaryDirectory(prefix="juryflow-export-") as scratch:
+        partial = Path(scratch) / f"{run_id}.{EXTENSIONS[format_]}"
+        try:
+            rows = export_run(Store(db), run_id, format_, partial)
+        except StoreError as error:
+            fail(str(error))
+            return
+        except OSError as error:
+            fail(f"cannot export run {run_id}: {reason(error)}")
+            return
+        except duckdb.Error as error:
+            fail(f"cannot export run {run_id}: {type(error).__name__}: {error}")
+            return
+        sys.stdout.flush()
+        with partial.open("rb") as written:
+            while block := written.read(1 << 20):
+                sys.stdout.buffer.write(block)
+        sys.stdout.flush()
+    err.print(output.plain(f"run {run_id}: {rows} rows (item × judge) written to standard output"))
 
 
 def _column(help_text: str, *names: str) -> Any:
