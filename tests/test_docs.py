@@ -153,3 +153,16 @@ def test_the_panel_keys_page_example_is_a_panel_that_loads(tmp_path: Path) -> No
     (tmp_path / "panel.yaml").write_text(example, encoding="utf-8")
     panel = load_panel(tmp_path / "panel.yaml")
     assert [j.id for j in panel.judges] == ["claude", "llama", "numbers"]
+
+
+def test_every_option_of_the_command_line_says_what_it_does() -> None:
+    """Issue 43: `run --verbose` had no help text. Read off the reference the command line
+    writes: an option row with an empty description fails here."""
+    rows = [
+        line
+        for line in (REPO / "docs" / "reference" / "cli.md").read_text("utf-8").splitlines()
+        if line.startswith("| `-")
+    ]
+    assert rows
+    bare = [row for row in rows if not row.split("|")[2].strip()]
+    assert bare == []

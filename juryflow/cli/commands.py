@@ -162,7 +162,12 @@ def run(
     audit_fraction: AuditFractionOption = None,
     batch: BatchOption = None,
     batch_wait: BatchWaitOption = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Prefect's own log lines too (its flow and task runs)."
+        ),
+    ] = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB (a file,
     or a DuckLake shared by many processes and machines)."""
