@@ -359,6 +359,19 @@ def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
     return found
 
 
+def claim_before_reading(db: str | None, run_id: str) -> None:
+    """``--resume RUN``: the run's lock, taken before the store is read, when the run has one
+    (``run_id`` in full, a DuckDB file). The process judging the run may hold the store at
+    that moment (a chunk being written, or the process stopped there), and a second resume
+    that read the store first waited for it as long, instead of being refused; RunSetupError
+    naming the process that judges the run."""
+    from juryflow.storage.store.liveness import liveness_path
+
+    store = Store(db)
+    if isinstance(store.path, Path) and liveness_path(store.path, run_id).exists():
+        _claim(store, run_id, "resume")
+
+
 def restore_from_journal(db: str | None, run_id: str) -> str | None:
     """``--resume`` of a run whose store was deleted (or replaced) while it ran: the run's
     row, kept beside its journal, goes into the store (made anew if need be), and the resume
@@ -388,6 +401,8 @@ def preflight_resume(
     """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
     starts; returns warnings to show. ``restored``: the caller already ran
     :func:`restore_from_journal` (the command line does, to resolve the run's id)."""
+    if not restored:
+        claim_before_reading(db, run_id)
     restored_line = None if restored else restore_from_journal(db, run_id)
     store = Store(db)
     store.migrate()

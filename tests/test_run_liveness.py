@@ -113,3 +113,43 @@ def test_a_second_process_claiming_a_held_run_is_refused_naming_the_holder(
     assert is_live(db_path, "r-busy") is True
     assert liveness_path(db_path, "r-busy").read_text() == f"{os.getpid()} resume\n"
     release(db_path, "r-busy")
+
+
+HOLDER_OF_THE_STORE_TOO = """
+import sys, duckdb
+from pathlib import Path
+from juryflow.storage.store.liveness import hold
+assert hold(Path(sys.argv[1]), sys.argv[2])
+con = duckdb.connect(sys.argv[1])  # as a chunk being written holds it
+print("held", flush=True)
+sys.stdin.readline()  # until the test says so
+"""
+
+
+def test_a_second_resume_is_refused_while_the_first_holds_the_store(db_path: Path) -> None:
+    """Seen in CI: the first `--resume` stopped while it wrote a chunk (it held the store),
+    and the second waited for the store, without end, before it looked at the run's lock.
+    The lock is now looked at first."""
+    store = Store(db_path)
+    store.migrate()
+    _running(store, "r-writing")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_OF_THE_STORE_TOO, str(db_path), "r-writing"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        second = subprocess.run(
+            [sys.executable, "-m", "juryflow", "run", "--resume", "r-writing", "--db",
+             str(db_path)],
+            capture_output=True, text=True, timeout=300,  # only ends a stuck test
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"error: run r-writing is being run by process {holder.pid}; wait for it or stop it"
+    )

@@ -202,7 +202,11 @@ def run(
                                  limit, sample, seed, max_cost, resume, batch)  # fmt: skip
                 return
             if resume is not None:
-                from juryflow.planning.run_setup import ResumeRequest, restore_from_journal
+                from juryflow.planning.run_setup import (
+                    ResumeRequest,
+                    claim_before_reading,
+                    restore_from_journal,
+                )
                 from juryflow.storage.reads.run_queries import resolve_run_id
                 from juryflow.storage.store import Store
 
@@ -212,6 +216,7 @@ def run(
                 )  # fmt: skip
                 # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
                 # a store deleted during the run is rebuilt from the run's journal first
+                claim_before_reading(db, resume)
                 restored = restore_from_journal(db, resume)
                 resume = resolve_run_id(Store(db), resume)
                 _check_budget(panel, db, resume, max_cost, dask)
