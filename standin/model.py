@@ -25,7 +25,7 @@ from juryflow.judges.pricing import (
     OPENAI_CACHE_MIN_TOKENS,
     anthropic_cache_minimum,
 )
-from juryflow.judges.providers.base import TOOL_NAME
+from juryflow.judges.providers.base import REASONING_STEPS, TOOL_NAME
 from juryflow.standin.dialects import LocalDialect, local_dialect, text_form, written
 from juryflow.standin.http_wire import WireRequest
 from juryflow.standin.simulator import Gold, sim_answer
@@ -41,13 +41,6 @@ BODY_STEP = "body:"
 # data2txt_spans@v2) at the end of the prompt.
 _ARTICLE = re.compile(
     r"\*\*Generated Article:\*\*\n(.*?)(?:\n\n## Output Format Requirements|\n?\Z)", re.DOTALL
-)
-_REASONING_STEPS = (
-    "content_analysis",
-    "reference_comparison",
-    "hallucination_identification",
-    "span_extraction",
-    "final_verdict",
 )
 
 
@@ -300,7 +293,7 @@ def repeated_word(article: str) -> str:
 
 
 def _spans_answer(spans: list[str]) -> dict[str, Any]:
-    reasoning = {step: f"stub: {step.replace('_', ' ')}" for step in _REASONING_STEPS}
+    reasoning = {step: f"stub: {step.replace('_', ' ')}" for step in REASONING_STEPS}
     return {"reasoning": reasoning, "hallucination_list": spans}
 
 

@@ -40,7 +40,7 @@ PLACEHOLDER_KEY = "not-needed"
 TOOL_NAME = "submit_judgment"
 """The one tool / JSON schema name a structured judge answers through."""
 
-_REASONING_STEPS = (
+REASONING_STEPS = (
     "content_analysis",
     "reference_comparison",
     "hallucination_identification",
@@ -213,8 +213,8 @@ def output_schema(kind: OutputKind) -> dict[str, Any]:
         "properties": {
             "reasoning": {
                 "type": "object",
-                "properties": {step: {"type": "string"} for step in _REASONING_STEPS},
-                "required": list(_REASONING_STEPS),
+                "properties": {step: {"type": "string"} for step in REASONING_STEPS},
+                "required": list(REASONING_STEPS),
                 "additionalProperties": False,
             },
             "hallucination_list": {
