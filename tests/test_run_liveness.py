@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +23,24 @@ assert hold(Path(sys.argv[1]), sys.argv[2])
 print("held", flush=True)
 sys.stdin.readline()  # until the test says so
 """
+
+
+@contextmanager
+def _held(db_path: Path, run_id: str, script: str = HOLDER) -> Iterator[int]:
+    """A process holding the run's lock (and whatever else ``script`` holds) until the
+    block ends, when it is killed as SIGKILL leaves a run: no end recorded. Yields its PID."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(db_path), run_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _running(store: Store, run_id: str) -> None:
@@ -53,19 +73,9 @@ def test_a_run_whose_process_is_gone_is_listed_interrupted(db_path: Path) -> Non
     store.migrate()
     _running(store, "r-killed")
     _running(store, "r-old")  # no lock file: an older juryflow's run, left as stored
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db_path), "r-killed"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _held(db_path, "r-killed"):
         assert is_live(db_path, "r-killed") is True
         assert _statuses(store) == {"r-killed": "running", "r-old": "running"}
-    finally:
-        holder.kill()  # as SIGKILL or a failed store leaves it: no end recorded
-        holder.wait()
     assert liveness_path(db_path, "r-killed").exists()
     assert is_live(db_path, "r-killed") is False
     assert is_live(db_path, "r-old") is None
@@ -91,24 +101,14 @@ def test_a_second_process_claiming_a_held_run_is_refused_naming_the_holder(
     """Issue 44: the lock keeps a run to one process; the refusal names that process."""
     from juryflow.storage.store.liveness import RunHeld, claim
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db_path), "r-busy"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _held(db_path, "r-busy") as pid:
         try:
             claim(db_path, "r-busy", "resume")
         except RunHeld as held:
             refusal = str(held)
         else:
             raise AssertionError("claimed a run another process holds")
-    finally:
-        holder.kill()
-        holder.wait()
-    assert refusal == f"run r-busy is being run by process {holder.pid}; wait for it or stop it"
+    assert refusal == f"run r-busy is being run by process {pid}; wait for it or stop it"
     claim(db_path, "r-busy", "resume")  # its holder gone, the run is this process's
     assert is_live(db_path, "r-busy") is True
     assert liveness_path(db_path, "r-busy").read_text() == f"{os.getpid()} resume\n"
@@ -133,23 +133,13 @@ def test_a_second_resume_is_refused_while_the_first_holds_the_store(db_path: Pat
     store = Store(db_path)
     store.migrate()
     _running(store, "r-writing")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER_OF_THE_STORE_TOO, str(db_path), "r-writing"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _held(db_path, "r-writing", HOLDER_OF_THE_STORE_TOO) as pid:
         second = subprocess.run(
             [sys.executable, "-m", "juryflow", "run", "--resume", "r-writing", "--db",
              str(db_path)],
             capture_output=True, text=True, timeout=300,  # only ends a stuck test
         )  # fmt: skip
-    finally:
-        holder.kill()
-        holder.wait()
     assert second.returncode == 2, second.stdout + second.stderr
     assert second.stderr.strip().splitlines()[-1] == (
-        f"error: run r-writing is being run by process {holder.pid}; wait for it or stop it"
+        f"error: run r-writing is being run by process {pid}; wait for it or stop it"
     )
