@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import duckdb
 import typer
@@ -51,7 +51,7 @@ DbOption = Annotated[
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "jsonl": "jsonl"}
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """A user error: ``error: MESSAGE`` on stderr and exit code 2 (no traceback)."""
     output.print_error(err, message)
     raise typer.Exit(code=2)
@@ -153,10 +153,7 @@ def export_command(
     db: DbOption = None,
 ) -> None:
     """Write RUN's items, one row per item and judge, with each judgment and the consensus."""
-    from juryflow.storage.connection import StoreError
-    from juryflow.storage.paths import UnwritablePathError, reason, writable_file
-    from juryflow.storage.reads.run_queries import export_run
-    from juryflow.storage.store import Store
+    from juryflow.storage.paths import UnwritablePathError, writable_file
 
     if format_ not in EXTENSIONS:
         fail(f"--format {format_}: choose parquet, csv or jsonl")
@@ -176,15 +173,10 @@ def export_command(
     # under the name a later step will read.
     partial = target.with_name(f".{target.name}.partial")
     try:
-        rows = export_run(Store(db), run_id, format_, partial)
+        rows = _exported(db, run_id, format_, partial, f" to {target}")
         os.replace(partial, target)
-    except StoreError as error:
-        fail(str(error))
-        return
-    except (duckdb.Error, OSError) as error:
-        detail = reason(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
-        fail(f"cannot export run {run_id} to {target}: {detail}")
-        return
+    except OSError as error:
+        _export_failed(run_id, f" to {target}", error)
     finally:
         partial.unlink(missing_ok=True)
     console.print(
@@ -193,36 +185,43 @@ def export_command(
     )
 
 
+def _exported(db: Any, run_id: str, format_: str, path: Path, where: str) -> int:
+    """``export_run`` into ``path``: its row count, or one line naming the run and
+    ``where`` (`` to FILE``, or nothing) and the exit."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.reads.run_queries import export_run
+    from juryflow.storage.store import Store
+
+    try:
+        return export_run(Store(db), run_id, format_, path)
+    except StoreError as error:
+        fail(str(error))
+    except (duckdb.Error, OSError) as error:
+        _export_failed(run_id, where, error)
+
+
+def _export_failed(run_id: str, where: str, error: duckdb.Error | OSError) -> NoReturn:
+    from juryflow.storage.paths import reason
+
+    detail = reason(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+    fail(f"cannot export run {run_id}{where}: {detail}")
+
+
 def _export_to_stdout(db: Any, run_id: str, format_: str) -> None:
     """``-o -``: the export written to a scratch file, then its bytes to standard output
     (it was a file named ``-``); the line saying how many rows goes to standard error."""
+    import shutil
     import sys
     import tempfile
-
-    from juryflow.storage.connection import StoreError
-    from juryflow.storage.paths import reason
-    from juryflow.storage.reads.run_queries import export_run
-    from juryflow.storage.store import Store
 
     if format_ == "parquet" and sys.stdout.isatty():
         fail("parquet is binary: with -o -, pipe it to a file or a program, or use --format csv")
     with tempfile.TemporaryDirectory(prefix="juryflow-export-") as scratch:
         partial = Path(scratch) / f"{run_id}.{EXTENSIONS[format_]}"
-        try:
-            rows = export_run(Store(db), run_id, format_, partial)
-        except StoreError as error:
-            fail(str(error))
-            return
-        except OSError as error:
-            fail(f"cannot export run {run_id}: {reason(error)}")
-            return
-        except duckdb.Error as error:
-            fail(f"cannot export run {run_id}: {type(error).__name__}: {error}")
-            return
+        rows = _exported(db, run_id, format_, partial, "")
         sys.stdout.flush()
         with partial.open("rb") as written:
-            while block := written.read(1 << 20):
-                sys.stdout.buffer.write(block)
+            shutil.copyfileobj(written, sys.stdout.buffer)
         sys.stdout.flush()
     err.print(output.plain(f"run {run_id}: {rows} rows (item × judge) written to standard output"))
 
