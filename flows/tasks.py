@@ -28,8 +28,9 @@ from juryflow.judges.breaker import StoppedJudge, breaker_for
 from juryflow.judges.budget import BudgetReached, budget_of
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
-from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.providers.base import SDKClient
+from juryflow.judges.providers.price import Price
 from juryflow.maths.records import Item, Judgment, unscored
 from juryflow.storage.journal import Journal, JournalWriteError
 

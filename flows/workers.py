@@ -34,7 +34,8 @@ from juryflow.flows.runtime import progress
 from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import JudgedChunk, close_judges, judge_items
 from juryflow.judges.breaker import breaker_for
-from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.panel import JudgeSpec
+from juryflow.judges.providers.price import Price
 from juryflow.judges.sampling import known
 from juryflow.maths.records import Item, Judgment
 from juryflow.storage.journal import JournalWriteError

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from juryflow.judges.panel import PanelSpec, Price
+from juryflow.judges.panel import PanelSpec
 from juryflow.judges.pricing import price_for
+from juryflow.judges.providers.price import Price
 
 BUDGET_EXIT_CODE = 3
 """The command line's exit code for a run stopped by ``--max-cost`` (resumable)."""

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 
 from juryflow.judges.base import Judge
 from juryflow.judges.keys import resolve_api_key
-from juryflow.judges.panel import RECORDED_REFUSAL, JudgeSpec, PanelSpec, Price
+from juryflow.judges.panel import RECORDED_REFUSAL, JudgeSpec, PanelSpec
 from juryflow.judges.providers.base import ModelClient
+from juryflow.judges.providers.price import Price
 
 
 def build_client(spec: JudgeSpec) -> ModelClient:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from juryflow.judges.anchoring import anchor_spans
 from juryflow.judges.breaker import CircuitBreaker, JudgeStopped
 from juryflow.judges.budget import Budget, BudgetReached
-from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.pricing import cost_usd
 from juryflow.judges.providers.base import ModelClient, ModelRequest, ModelResponse, ProviderError
+from juryflow.judges.providers.price import Price
 from juryflow.judges.ratelimit import Limiter, estimate_tokens, limiter_for, limiter_key
 from juryflow.judges.redact import redact_text, remember_secret
 from juryflow.judges.retry import RetriesExhausted, call_with_retries

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from juryflow.judges.panel import Price
+from juryflow.judges.providers.price import Price
 
 
 def _openai(input: float, output: float, *, cached: float) -> Price:

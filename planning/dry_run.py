@@ -17,8 +17,9 @@ import pyarrow as pa
 
 from juryflow.judges.budget import check_enforceable
 from juryflow.judges.llm_judge import prompt_cache_key
-from juryflow.judges.panel import JudgeSpec, PanelSpec, Price, load_panel, parse_panel
+from juryflow.judges.panel import JudgeSpec, PanelSpec, load_panel, parse_panel
 from juryflow.judges.pricing import cached_prefix_tokens, price_for
+from juryflow.judges.providers.price import Price
 from juryflow.judges.sampling.keys import sample_cache_key
 from juryflow.maths.records import Item
 from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch

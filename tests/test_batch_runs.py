@@ -26,7 +26,7 @@ from juryflow.flows.runtime import interrupts, progress
 from juryflow.judges.batches.records import BatchFailure
 from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
 from juryflow.judges.budget import BUDGET_EXIT_CODE
-from juryflow.judges.panel import Price
+from juryflow.judges.providers.price import Price
 from juryflow.maths.records import unscored
 from juryflow.standin.batches import stats_of
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server

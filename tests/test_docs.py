@@ -130,7 +130,8 @@ def test_the_panel_keys_page_has_every_key_the_panel_file_takes() -> None:
     """docs/reference/panel-keys.md lists every key of the panel schema (judges/panel.py),
     in the table of its level, and every offline detector."""
     from juryflow.judges.detectors.registry import detector_names
-    from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+    from juryflow.judges.panel import JudgeSpec, PanelSpec
+    from juryflow.judges.providers.price import Price
 
     page = (DOCS / "reference" / "panel-keys.md").read_text(encoding="utf-8")
     for heading, model, internal in (

@@ -15,8 +15,9 @@ import pytest
 
 from juryflow.judges.factory import build_judge
 from juryflow.judges.llm_judge import LLMJudge
-from juryflow.judges.panel import JudgeSpec, Price
+from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.pricing import cost_usd, price_for
+from juryflow.judges.providers.price import Price
 from juryflow.judges.ratelimit import reset_limiters
 from juryflow.maths.records import Item
 from juryflow.prompts.loader import load_template

@@ -16,11 +16,12 @@ import pytest
 from juryflow.judges.factory import build_client, build_judge, check_keys
 from juryflow.judges.keys import PLACEHOLDER_KEY, resolve_api_key
 from juryflow.judges.llm_judge import LLMJudge
-from juryflow.judges.panel import JudgeSpec, PanelSpec, Price
+from juryflow.judges.panel import JudgeSpec, PanelSpec
 from juryflow.judges.pricing import cost_usd, price_for
 from juryflow.judges.providers.anthropic import AnthropicClient
 from juryflow.judges.providers.base import MissingKeyError, ModelRequest, ProviderError
 from juryflow.judges.providers.openai import OpenAIClient
+from juryflow.judges.providers.price import Price
 from juryflow.judges.ratelimit import reset_limiters
 from juryflow.maths.records import Item, Judgment
 from juryflow.prompts.loader import load_template
