@@ -9,6 +9,7 @@ from juryflow.judges.keys import resolve_api_key
 from juryflow.judges.panel import RECORDED_REFUSAL, JudgeSpec, PanelSpec
 from juryflow.judges.providers.base import ModelClient
 from juryflow.judges.providers.price import Price
+from juryflow.judges.providers.registry import registered_provider
 
 
 def build_client(spec: JudgeSpec) -> ModelClient:
@@ -16,19 +17,8 @@ def build_client(spec: JudgeSpec) -> ModelClient:
     api_key = resolve_api_key(spec)
     if api_key is None:
         raise ValueError(f"judge {spec.id!r}: provider {spec.provider} has no model client")
-    if spec.provider == "anthropic":
-        from juryflow.judges.providers.anthropic import AnthropicClient
-
-        return AnthropicClient(
-            api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
-        )
-    if spec.provider == "openai":
-        from juryflow.judges.providers.openai import OpenAIClient
-
-        return OpenAIClient(
-            api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers
-        )
-    raise ValueError(f"judge {spec.id!r}: unknown provider {spec.provider!r}")
+    make_client = registered_provider(spec.provider).client
+    return make_client(api_key, base_url=spec.base_url, timeout=spec.timeout, headers=spec.headers)
 
 
 def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> Judge:

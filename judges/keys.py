@@ -13,23 +13,17 @@ from urllib.parse import urlsplit
 
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.providers.base import PLACEHOLDER_KEY, MissingKeyError
+from juryflow.judges.providers.registry import registered_provider
 from juryflow.judges.redact import MASK, remember_secret
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_HOSTS",
     "PLACEHOLDER_KEY",
     "MaskedCredentialsError",
     "resolve_api_key",
     "uses_default_server",
 ]
-
-DEFAULT_HOSTS: dict[str, str] = {
-    "anthropic": "api.anthropic.com",
-    "openai": "api.openai.com",
-}
-"""The one host each provider's default key variable is meant for."""
 
 
 class MaskedCredentialsError(RuntimeError):
@@ -40,7 +34,7 @@ def resolve_api_key(spec: JudgeSpec) -> str | None:
     """The key ``spec`` should call its provider with; None for an offline judge.
 
     A judge whose ``base_url`` names any other server than its provider's own gets the
-    default variable (ANTHROPIC_API_KEY, OPENAI_API_KEY) only if the panel names it with
+    provider's variable (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...) only if the panel names it with
     ``api_key_env``: otherwise the real key would travel to whatever server ``base_url``
     names. Such a judge sends a placeholder instead (local servers need no key), or the
     key of the ``api_key_env`` / ``api_key_secret`` the panel does name.
@@ -92,7 +86,7 @@ def uses_default_server(spec: JudgeSpec) -> bool:
         return False
     return (
         parts.scheme == "https"
-        and parts.hostname == DEFAULT_HOSTS.get(spec.provider)
+        and parts.hostname == registered_provider(spec.provider).default_host
         and port in (None, 443)
         and not parts.username
         and not parts.password

@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from juryflow.judges.providers.price import Price
+from juryflow.judges.providers.registry import NOT_PROVIDERS, registered_provider
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 from juryflow.judges.untrusted.loading import NestingError, load_yaml
 
@@ -43,9 +44,7 @@ if TYPE_CHECKING:
     from juryflow.maths.reducers import ConsensusRule
     from juryflow.prompts.loader import PromptTemplate
 
-ProviderName = Literal["offline", "anthropic", "openai", "recorded"]
-
-UNCALLED_PROVIDERS = frozenset({"offline", "recorded"})
+UNCALLED_PROVIDERS = NOT_PROVIDERS
 """Providers with no API key and no model client: offline detectors, recorded judges."""
 
 RECORDED_REFUSAL = (
@@ -63,11 +62,6 @@ refused before it is read."""
 RESERVED_JUDGE_IDS = frozenset({"consensus", "gold"})
 """Judge ids the analysis views use for rows of their own (compared case-insensitively)."""
 
-DEFAULT_API_KEY_ENV: dict[str, str] = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-}
-
 
 class PanelError(ValueError):
     """A panel file that cannot be used, with a message saying what to change."""
@@ -79,7 +73,9 @@ class JudgeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    provider: ProviderName
+    provider: str
+    """``offline``, ``recorded`` or a registered provider
+    (:mod:`juryflow.judges.providers.registry`: ``anthropic``, ``openai``, ...)."""
     model: str | None = None
     prompt: str | None = None
     detector: str | None = None
@@ -139,6 +135,13 @@ class JudgeSpec(BaseModel):
         except PromptError as error:
             raise ValueError(f"judge {data.get('id')!r}: {error}") from None
         return {**data, "prompt": str(path), "prompt_text": text}
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, provider: str) -> str:
+        if provider not in UNCALLED_PROVIDERS:
+            registered_provider(provider)  # raises UnknownProviderError, a ValueError
+        return provider
 
     @field_validator("id")
     @classmethod
@@ -232,7 +235,7 @@ class JudgeSpec(BaseModel):
     def key_env(self) -> str | None:
         if self.provider in UNCALLED_PROVIDERS:
             return None
-        return self.api_key_env or DEFAULT_API_KEY_ENV[self.provider]
+        return self.api_key_env or registered_provider(self.provider).key_env
 
     def credentials(self) -> list[str]:
         """Secret values the panel file itself holds: header values, base_url credentials."""

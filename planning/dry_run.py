@@ -20,6 +20,7 @@ from juryflow.judges.llm_judge import prompt_cache_key
 from juryflow.judges.panel import JudgeSpec, PanelSpec, load_panel, parse_panel
 from juryflow.judges.pricing import cached_prefix_tokens, price_for
 from juryflow.judges.providers.price import Price
+from juryflow.judges.providers.registry import registered_provider
 from juryflow.judges.sampling.keys import sample_cache_key
 from juryflow.maths.records import Item
 from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch
@@ -203,7 +204,7 @@ def _cache_note(estimate: JudgeEstimate, spec: JudgeSpec, template: PromptTempla
     if not kept:
         return f"{head} is under the provider's minimum for its cache: priced at {full}"
     estimate.cache_prefix_tokens = kept
-    how = "cache_control" if spec.provider == "anthropic" else "automatic prefix caching"
+    how = registered_provider(spec.provider).cache_mechanism
     # A batch's requests meet the cache on a best-effort basis: the same assumption, said.
     batch = " (in a batch, at batch prices, the cache is best effort: it may cost more)"
     return (

@@ -20,12 +20,10 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from juryflow.judges.pricing import (
-    OPENAI_CACHE_INCREMENT,
-    OPENAI_CACHE_MIN_TOKENS,
-    anthropic_cache_minimum,
-)
+from juryflow.judges.providers.anthropic import cache_minimum as anthropic_cache_minimum
 from juryflow.judges.providers.base import REASONING_STEPS, TOOL_NAME
+from juryflow.judges.providers.openai import CACHE_INCREMENT as OPENAI_CACHE_INCREMENT
+from juryflow.judges.providers.openai import CACHE_MIN_TOKENS as OPENAI_CACHE_MIN_TOKENS
 from juryflow.standin.dialects import LocalDialect, local_dialect, text_form, written
 from juryflow.standin.http_wire import WireRequest
 from juryflow.standin.simulator import Gold, sim_answer

@@ -209,7 +209,7 @@ USER_ERRORS: dict[str, tuple[Case, str]] = {
     ),
     "unknown judge provider": (
         lambda t: ["run", "--panel", _panel(t, "judges:\n  - {id: a, provider: acme, model: m}\n")],
-        "provider: Input should be 'offline', 'anthropic', 'openai' or 'recorded'",
+        "unknown provider 'acme'; use one of: anthropic, offline, openai, recorded",
     ),
     "unknown prompt name": (
         lambda t: [

@@ -19,12 +19,50 @@ from juryflow.judges.providers.base import (
     refused_body,
     usage_problem,
 )
+from juryflow.judges.providers.price import Price
+from juryflow.judges.providers.registry import register_provider
 from juryflow.judges.redact import redact_text
 from juryflow.judges.untrusted.loading import DocumentTooLarge, NestingError
 from juryflow.maths.records import OutputKind
 
 if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
     import anthropic
+
+PRICES: dict[str, Price] = {
+    # Public list prices, USD per million tokens (late 2025); cache writes and reads at the
+    # Price defaults (1.25x and 0.1x input), batches at half.
+    "claude-opus-4-5": Price(input=5.0, output=25.0),
+    "claude-opus-4-1": Price(input=15.0, output=75.0),
+    "claude-opus-4": Price(input=15.0, output=75.0),
+    "claude-sonnet-4-5": Price(input=3.0, output=15.0),
+    "claude-sonnet-4": Price(input=3.0, output=15.0),
+    "claude-3-7-sonnet": Price(input=3.0, output=15.0),
+    "claude-haiku-4-5": Price(input=1.0, output=5.0),
+    "claude-3-5-haiku": Price(input=0.8, output=4.0),
+}
+
+CACHE_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+)
+"""The shortest prefix the prompt cache keeps, by model as documented (the rest 1,024);
+a shorter one is billed at the input price, silently."""
+CACHE_DEFAULT_MIN = 1024
+
+
+def cache_minimum(model: str) -> int:
+    """The shortest prefix Anthropic caches for ``model``."""
+    return next((n for name, n in CACHE_MIN_TOKENS if model.startswith(name)), CACHE_DEFAULT_MIN)
+
+
+def cached_prefix(model: str, base_url: str | None, prefix_tokens: int) -> int | None:
+    """juryflow marks the whole static part with ``cache_control``: all of it is cached,
+    or none when it is under the model's minimum."""
+    return prefix_tokens if prefix_tokens >= cache_minimum(model) else 0
 
 
 @functools.cache
@@ -42,10 +80,20 @@ def _tool_parameters(kind: OutputKind) -> dict[str, Any]:
     }
 
 
+@register_provider(
+    "anthropic",
+    key_env="ANTHROPIC_API_KEY",
+    default_host="api.anthropic.com",
+    prices=PRICES,
+    family="anthropic",
+    cached_prefix=cached_prefix,
+    cache_mechanism="cache_control",
+    # The API version the SDK sends rejects every sampling parameter (see _parameters).
+    takes_temperature=False,
+)
 class AnthropicClient(SDKClient["anthropic.AsyncAnthropic"]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for the Messages API."""
 
-    provider = "anthropic"
     sdk_name = "anthropic"
     call_path = "/v1/messages"
     shared: SharedSDKs[anthropic.AsyncAnthropic] = SharedSDKs()

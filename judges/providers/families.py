@@ -27,6 +27,8 @@ phi-                    microsoft
 
 from __future__ import annotations
 
+from juryflow.judges.providers.registry import provider_names, registered_provider
+
 __all__ = ["FAMILY_PREFIXES", "family_of", "judge_family"]
 
 FAMILY_PREFIXES: dict[str, str] = {
@@ -52,10 +54,6 @@ FAMILY_PREFIXES: dict[str, str] = {
 }
 
 _BY_LENGTH = sorted(FAMILY_PREFIXES, key=len, reverse=True)
-
-# A provider names a family only for a name the table does not know (claude-* is
-# anthropic anyway; an unknown name on the openai provider may be any open model).
-_PROVIDER_FAMILIES = {"anthropic": "anthropic"}
 
 
 def family_of(model: str | None) -> str | None:
@@ -86,6 +84,8 @@ def judge_family(provider: str | None, model: str | None, override: str | None) 
     if override:
         return override.strip().lower()
     found = family_of(model)
-    if found is None and provider is not None:
-        return _PROVIDER_FAMILIES.get(provider)
+    # A provider names a family only for a name the table does not know (claude-* is
+    # anthropic anyway; an unknown name on the openai provider may be any open model).
+    if found is None and provider in provider_names():
+        return registered_provider(provider).family
     return found

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import os
 import ssl
@@ -34,10 +35,25 @@ import orjson
 from juryflow.judges.providers.quota_headers import observe_response
 from juryflow.judges.untrusted.loading import DocumentTooLarge, load_json
 
-try:
-    import aiohttp
-except ImportError:  # the SDKs' [aiohttp] extra is absent: every call takes the SDK's path
-    aiohttp = None  # type: ignore[assignment]
+
+@functools.cache
+def _aiohttp() -> ModuleType | None:
+    """aiohttp, imported at the first call rather than with this module: it costs about
+    0.2 s of CPU, which a panel's validation or an offline run would pay for nothing.
+    None when the SDKs' [aiohttp] extra is absent: every call takes the SDK's path."""
+    try:
+        import aiohttp
+    except ImportError:
+        return None
+    return aiohttp
+
+
+def _module() -> Any:
+    # Only the replay's own paths call this, and they run only when enabled() found it.
+    aiohttp = _aiohttp()
+    assert aiohttp is not None
+    return aiohttp
+
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 """Largest response body read from a model call, in bytes (as sent, compressed or not). An
@@ -88,7 +104,7 @@ async def record_request(request: Any) -> None:
 
 
 def enabled() -> bool:
-    return aiohttp is not None and os.environ.get("JURYFLOW_SDK_CALLS", "") in ("", "0")
+    return _aiohttp() is not None and os.environ.get("JURYFLOW_SDK_CALLS", "") in ("", "0")
 
 
 def template(sdk: Any, path: str, timeout: float) -> RequestTemplate | None:
@@ -132,6 +148,7 @@ def _session(sdk: Any) -> Any:
     """The aiohttp session under the SDK's HTTP client, once it has sent a request."""
     transport = getattr(getattr(sdk, "_client", None), "_transport", None)
     session = getattr(transport, "client", None)
+    aiohttp = _aiohttp()
     if aiohttp is None or not isinstance(session, aiohttp.ClientSession) or session.closed:
         return None
     return session
@@ -183,7 +200,7 @@ async def replay(sdk: Any, sdk_module: ModuleType, sent: RequestTemplate, body: 
         raise sdk_module.APIConnectionError(request=sent.request)
     try:
         answer = await exchange(session, sent, body)
-    except (aiohttp.ClientError, OSError) as error:
+    except (_module().ClientError, OSError) as error:
         raise sdk_error(sdk, sdk_module, sent, error)  # noqa: B904 - its cause is set
     return read_answer(sdk, sent, answer)
 
@@ -208,7 +225,7 @@ async def exchange(session: Any, sent: RequestTemplate, body: bytes) -> Answer:
         allow_redirects=False,
         auto_decompress=False,
         compress=False,
-        timeout=aiohttp.ClientTimeout(
+        timeout=_module().ClientTimeout(
             sock_connect=timeout.get("connect"),
             sock_read=timeout.get("read"),
             connect=timeout.get("pool"),

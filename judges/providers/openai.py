@@ -24,12 +24,52 @@ from juryflow.judges.providers.base import (
     refused_body,
     usage_problem,
 )
+from juryflow.judges.providers.price import Price
+from juryflow.judges.providers.registry import register_provider
 from juryflow.judges.redact import redact_text
 from juryflow.judges.untrusted.loading import DocumentTooLarge, NestingError, load_json
 from juryflow.maths.records import OutputKind
 
 if TYPE_CHECKING:  # imported when the first client is built (SDKClient says why)
     import openai
+
+
+def _price(input: float, output: float, *, cached: float) -> Price:
+    # A cache write costs the input price, a read the model's cached-input price.
+    return Price(input=input, output=output, cache_write=input, cache_read=cached)
+
+
+PRICES: dict[str, Price] = {
+    # Public list prices, USD per million tokens (late 2025); batches at half.
+    "gpt-5": _price(1.25, 10.0, cached=0.125),
+    "gpt-5-mini": _price(0.25, 2.0, cached=0.025),
+    "gpt-5-nano": _price(0.05, 0.4, cached=0.005),
+    "gpt-4.1": _price(2.0, 8.0, cached=0.5),
+    "gpt-4.1-mini": _price(0.4, 1.6, cached=0.1),
+    "gpt-4.1-nano": _price(0.1, 0.4, cached=0.025),
+    "gpt-4o": _price(2.5, 10.0, cached=1.25),
+    "gpt-4o-mini": _price(0.15, 0.6, cached=0.075),
+    "o3": _price(2.0, 8.0, cached=0.5),
+    "o3-mini": _price(1.1, 4.4, cached=0.55),
+    "o4-mini": _price(1.1, 4.4, cached=0.275),
+}
+
+CACHE_MIN_TOKENS = 1024
+CACHE_INCREMENT = 128
+"""OpenAI caches the longest prefix it has seen from 1,024 tokens on, in steps of 128."""
+
+
+def cached_prefix(model: str, base_url: str | None, prefix_tokens: int) -> int | None:
+    """The longest prefix OpenAI's automatic cache keeps; None on another server (an
+    OpenAI-compatible server's cache, if any, has no price of its own)."""
+    if base_url is not None:
+        return None
+    if prefix_tokens < CACHE_MIN_TOKENS:
+        return 0
+    return (
+        CACHE_MIN_TOKENS + (prefix_tokens - CACHE_MIN_TOKENS) // CACHE_INCREMENT * CACHE_INCREMENT
+    )
+
 
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4")
 """Reasoning models that reject any ``temperature``."""
@@ -44,10 +84,16 @@ def _response_format(kind: OutputKind) -> dict[str, Any]:
     }
 
 
+@register_provider(
+    "openai",
+    key_env="OPENAI_API_KEY",
+    default_host="api.openai.com",
+    prices=PRICES,
+    cached_prefix=cached_prefix,
+)
 class OpenAIClient(SDKClient["openai.AsyncOpenAI"]):
     """A :class:`~juryflow.judges.providers.base.ModelClient` for Chat Completions."""
 
-    provider = "openai"
     sdk_name = "openai"
     call_path = "/chat/completions"
     shared: SharedSDKs[openai.AsyncOpenAI] = SharedSDKs()

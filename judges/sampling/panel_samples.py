@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
+from juryflow.judges.providers.registry import provider_names, registered_provider
 from juryflow.maths.samples.reducers import SampleReducerError, resolve_sample_reducer
 
 
@@ -86,12 +87,15 @@ def batched_samples_refusal(panel: PanelSpec) -> str | None:
 def sampling_warnings(panel: PanelSpec) -> list[str]:
     """One line naming the judges whose samples would be copies: asked at temperature 0.
 
-    OpenAI-style judges only: the Anthropic API version the SDK sends takes no temperature,
-    and samples at its own."""
+    Only judges whose provider passes a temperature on (the Anthropic API version the SDK
+    sends takes none, and samples at its own)."""
     cold = [
         f"{spec.id} (samples: {spec.samples})"
         for spec in panel.judges
-        if spec.samples > 1 and spec.temperature == 0 and spec.provider == "openai"
+        if spec.samples > 1
+        and spec.temperature == 0
+        and spec.provider in provider_names()
+        and registered_provider(spec.provider).takes_temperature
     ]
     if not cold:
         return []
