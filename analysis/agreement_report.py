@@ -445,6 +445,11 @@ def _group(
     rows: list[int],
     gold: bool,
 ) -> GroupAgreement:
+    """The agreement of one group of judges (the panel, or those sharing a prompt): every
+    figure the report shows for it, from the run's arrays.
+
+    Over 100 lines: each figure is a few vectorised lines over the same masks, and they
+    are kept in one place so that every figure of a group is computed on the same items."""
     judges = [data.judge_ids[j] for j in rows]
     scores = data.scores[rows]
     verdicts = data.verdicts[rows]

@@ -218,6 +218,9 @@ def dawid_skene(
 ) -> DawidSkeneFit:
     """Fit the binary Dawid–Skene model to a verdict matrix ``(n_judges, n_units)``.
 
+    Over 100 lines: most of them are this docstring and its worked example; the EM loop
+    itself is one screen.
+
     ``votes`` holds 0/1 with ``NaN`` for no verdict. ``counts`` (optional, one per unit)
     weights each unit, e.g. the length of a run of characters sharing the same verdicts.
     ``init`` is ``"majority"`` (soft majority vote) or starting posteriors, one per unit.

@@ -386,7 +386,10 @@ _JUDGE_BIAS = """
 def _judge_accuracy(view: str, gold_items: str, gold_overlap: str) -> str:
     """The ``judge_accuracy`` view as ``view``, over the labels that the CTEs
     ``gold_items`` (one row per labelled item) and ``gold_overlap`` (characters each
-    predictor shares with the labels) read; each may define helper CTEs before its own."""
+    predictor shares with the labels) read; each may define helper CTEs before its own.
+
+    Over 100 lines: one SQL statement, whose CTEs read in order; split, its parts would
+    only be strings glued back together."""
     return f"""
     CREATE OR REPLACE VIEW {view} AS
     WITH predictors AS (

@@ -359,7 +359,10 @@ def item_model(
     facts: ConsensusFacts | None = None,
 ) -> ItemModel:
     """One item's page; ``rule`` (the run's stored rule) and ``facts`` (the item's stored
-    consensus with its counts) say which rule made the score and the verdict."""
+    consensus with its counts) say which rule made the score and the verdict.
+
+    Over 100 lines: the page's model is built field by field in one place, in the order
+    the page shows them, so that what the page says can be read top to bottom here."""
     rule = rule or RunRule.of(None)
     text = record.text
     panel_keys = {judge: f"j{k}" for k, judge in enumerate(record.judges)}
