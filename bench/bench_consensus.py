@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from juryflow.planning.run_request import RunRequest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -211,7 +213,11 @@ def main() -> int:
                     started = time.perf_counter()
                     db = str(Path(tmp) / f"{task}-{len(verdicts)}.duckdb")
                     summary = asyncio.run(
-                        evaluate(dataset=str(dataset), panel=str(panel) if panel else None, db=db)
+                        evaluate(
+                            RunRequest(
+                                dataset=str(dataset), panel=str(panel) if panel else None, db=db
+                            )
+                        )
                     )
                     _, record = run_calibration(
                         Store(db), summary["run_id"], "bench", folds=args.folds, seed=args.seed

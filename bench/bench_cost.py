@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from juryflow.planning.run_request import RunRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import KEY_ENV, REPO, machine, prefect_env, quiet, temp_dir
@@ -130,12 +132,14 @@ def _run_mode(mode: str, dataset: Path, stub: Any, tmp: Path) -> Figures:
     began = time.perf_counter()
     summary = asyncio.run(
         evaluate(
-            dataset=str(dataset),
-            panel=str(panel),
-            db=str(db),
-            use_cache=False,
-            chunk_size=500,
-            **settings,
+            RunRequest(
+                dataset=str(dataset),
+                panel=str(panel),
+                db=str(db),
+                use_cache=False,
+                chunk_size=500,
+                **settings,
+            )
         )
     )
     seconds = time.perf_counter() - began

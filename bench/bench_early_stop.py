@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from juryflow.planning.run_request import RunRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, machine, prefect_env, quiet, temp_dir
@@ -62,7 +64,7 @@ def run(dataset: Path, stub: Any, tmp: Path, name: str, extra: str) -> dict[str,
     db = tmp / f"{name}.duckdb"
     stub.stats.reset()
     summary = asyncio.run(
-        evaluate(dataset=str(dataset), panel=str(panel), db=str(db), use_cache=False)
+        evaluate(RunRequest(dataset=str(dataset), panel=str(panel), db=str(db), use_cache=False))
     )
     calls = stub.stats.requests()
     with Store(db).read() as con:

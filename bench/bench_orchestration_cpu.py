@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from juryflow.planning.run_request import RunRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
@@ -114,11 +116,13 @@ def run_once(
     cpu = time.process_time()
     summary = asyncio.run(
         evaluate(
-            dataset=str(dataset),
-            panel=str(panel),
-            db=str(db),
-            chunk_size=chunk_size,
-            use_cache=False,
+            RunRequest(
+                dataset=str(dataset),
+                panel=str(panel),
+                db=str(db),
+                chunk_size=chunk_size,
+                use_cache=False,
+            )
         )
     )
     cpu = time.process_time() - cpu

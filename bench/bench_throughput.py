@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from juryflow.planning.run_request import RunRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
@@ -167,12 +169,14 @@ def main() -> None:
                 profiler.enable()
             summary = asyncio.run(
                 evaluate(
-                    dataset=str(dataset),
-                    panel=str(panel),
-                    db=str(tmp / "bench.duckdb"),
-                    chunk_size=args.chunk_size,
+                    RunRequest(
+                        dataset=str(dataset),
+                        panel=str(panel),
+                        db=str(tmp / "bench.duckdb"),
+                        chunk_size=args.chunk_size,
+                        use_cache=False,
+                    ),
                     chunks_in_flight=args.chunks_in_flight,
-                    use_cache=False,
                 )
             )
             if profiler:

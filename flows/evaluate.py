@@ -38,17 +38,15 @@ from juryflow.flows.runtime.prefect_env import quiet_stopped_run
 from juryflow.flows.tasks import close_judges
 from juryflow.flows.workers import WorkerPool
 from juryflow.judges.budget import BUDGET_EXIT_CODE, Budget, set_budget
-from juryflow.planning.run_setup import RunPlan, plan_run
-from juryflow.planning.worker_count import AUTO, auto_workers, default_workers, parse_workers
+from juryflow.planning.run_request import RunRequest
+from juryflow.planning.run_setup import RunPlan, check_budget, plan_run
+from juryflow.planning.worker_count import auto_workers, default_workers
 from juryflow.storage.connection import (
     Patience,
     StoreError,
     StoreLockedError,
     patient_waits,
     resolve_target,
-)
-from juryflow.storage.datasets import (
-    DEFAULT_MAX_CHARS,
 )
 from juryflow.storage.failures import StoreFailure, store_failure
 from juryflow.storage.journal import journal_path
@@ -222,99 +220,31 @@ async def _stop_interrupted(
 
 
 @flow(name="evaluate", log_prints=True)
-async def evaluate(
-    dataset: str | None = None,
-    panel: str | None = None,
-    db: str | None = None,
-    resume: str | None = None,
-    suite: str | None = None,
-    chunk_size: int | None = None,
-    quorum: int | None = None,
-    mapping: dict[str, str] | None = None,
-    use_cache: bool = True,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    distributed: bool = False,
-    chunks_in_flight: int = 4,
-    calibration: str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    max_cost: float | None = None,
-    workers: int | str | None = None,
-    shard: str | None = None,
-    run_id: str | None = None,
-    data_path: str | None = None,
-    take_over: bool = False,
-    early_stop: bool | None = None,
-    audit_fraction: float | None = None,
-    batch: bool | None = None,
-    batch_wait: float | None = None,
-) -> dict[str, Any]:
-    """Judge DATASET with PANEL (default: the bundled sample and the offline panel).
+async def evaluate(request: RunRequest | None = None, chunks_in_flight: int = 4) -> dict[str, Any]:
+    """Judge the request's dataset with its panel (default: the bundled sample and the
+    offline panel); every setting is a field of :class:`RunRequest`.
 
-    ``shard`` ("I/N") with ``run_id``: judge only the items of shard I of N of run
-    ``run_id`` (created by the first shard to start); the last shard to finish completes
-    the run. ``take_over``: claim the shard even if another process on another machine
-    holds it (one on this machine is checked). ``data_path``: where a new lake
-    (``db="ducklake:..."``) keeps its files. ``early_stop`` / ``audit_fraction``: the
-    panel's settings of the same name, overridden (exact early stopping). ``batch``: the
-    panel's ``batch`` overridden (the providers' batch APIs, at half price); ``batch_wait``:
-    seconds after which a run still waiting for its batches stops ``interrupted``, leaving
-    them to finish for ``--resume``. ``chunk_size``: items per task (default 500; 10,000
-    in batch mode, so that a run makes few batches).
-
-    ``max_cost`` (USD): no model call starts once this invocation's calls cost that much;
-    the run then ends ``interrupted`` and ``--resume`` judges the rest.
-    ``workers``: processes that make the model calls, a number or ``"auto"`` (default: what
-    the panel's concurrency calls for; see ``planning.worker_count``; 1 with ``max_cost`` or
-    Dask).
+    ``chunks_in_flight``: chunk tasks judged at once by this process (not a setting of the
+    run: how the flow runs it, for benchmarks and tests).
     """
     began = time.monotonic()
+    request = request or RunRequest()
     flow_run_id = str(flow_run.get_id() or "") or None
-    if max_cost is not None:
-        from juryflow.planning.dry_run import check_budget  # before a run row exists
-
-        check_budget(panel, db, resume, max_cost, distributed)
+    if request.max_cost is not None:
+        check_budget(request)  # before a run row exists
     # Explicit workers start now, importing what they need while the run is planned.
-    workers = parse_workers(workers)
+    workers = request.workers
     pool = None
-    if isinstance(workers, int) and workers > 1 and not distributed and max_cost is None:
+    if (
+        isinstance(workers, int)
+        and workers > 1
+        and request.dask is None
+        and request.max_cost is None
+    ):
         pool = WorkerPool(workers, chunks_in_flight)
         pool.start()
     try:
-        return await _plan_and_judge(
-            pool,
-            dict(
-                dataset=dataset,
-                panel=panel,
-                db=db,
-                resume=resume,
-                suite=suite,
-                chunk_size=chunk_size,
-                quorum=quorum,
-                mapping=mapping,
-                use_cache=use_cache,
-                max_chars=max_chars,
-                flow_run_id=flow_run_id,
-                calibration=calibration,
-                limit=limit,
-                sample=sample,
-                seed=seed,
-                shard=shard,
-                run_id=run_id,
-                data_path=data_path,
-                take_over=take_over,
-                early_stop=early_stop,
-                audit_fraction=audit_fraction,
-                batch=batch,
-            ),
-            workers=workers,
-            batch_wait=batch_wait,
-            distributed=distributed,
-            max_cost=max_cost,
-            chunks_in_flight=chunks_in_flight,
-            began=began,
-        )
+        return await _plan_and_judge(pool, request, flow_run_id, chunks_in_flight, began)
     finally:
         if pool is not None:
             await pool.close(cancel=True)  # a no-op when the run closed it
@@ -322,30 +252,26 @@ async def evaluate(
 
 async def _plan_and_judge(
     pool: WorkerPool | None,
-    plan_options: dict[str, Any],
-    *,
-    workers: int | str | None,
-    distributed: bool,
-    max_cost: float | None,
+    request: RunRequest,
+    flow_run_id: str | None,
     chunks_in_flight: int,
     began: float,
-    batch_wait: float | None = None,
 ) -> dict[str, Any]:
+    distributed, max_cost = request.dask is not None, request.max_cost
     logger = get_run_logger()
-    flow_run_id = plan_options["flow_run_id"]
     # The run's own store waits have no deadline (a long reader must not fail it); an
     # interruption ends them.
     patience = Patience()
     with patient_waits(patience), on_pending(patience.stop.set):
         _stop_before_planning()
         try:
-            plan = plan_run(**plan_options)
+            plan = plan_run(request, flow_run_id)
         except StoreLockedError:
             _stop_before_planning()  # a Ctrl-C ended the wait for the store
             raise
         except (OSError, duckdb.Error, StoreError) as error:
             # a str: a store not there yet was not "deleted during the run"
-            failure = store_failure(error, str(resolve_target(plan_options.get("db"))))
+            failure = store_failure(error, str(resolve_target(request.db)))
             if failure is None:
                 raise
             quiet_stopped_run()  # the one line says it; Prefect's traceback would not help
@@ -357,10 +283,10 @@ async def _plan_and_judge(
             stop_if_pending()
             logger.info("run %s: %s with panel %s", plan.run_id, plan.dataset, plan.panel.name)
             count, workers_note = 1, None
-            if pool is None and workers == AUTO and not distributed:
+            if pool is None and request.auto_workers and not distributed:
                 choice = auto_workers(plan.panel, max_cost=max_cost)
                 count, workers_note = choice.count, choice.describe()
-            elif pool is None and workers is None and not distributed and max_cost is None:
+            elif pool is None and request.workers is None and not distributed and max_cost is None:
                 # Dask spreads the chunks itself; a budget is kept by one process.
                 count = default_workers(plan.panel)
             progress.started(plan.run_id, str(plan.store.path), flow_run_id, workers_note)
@@ -377,7 +303,7 @@ async def _plan_and_judge(
                     plan.run_id,
                     _resume_hint(plan),
                 )
-            runner = ChunkRunner(plan, distributed, budget, pool, batch_wait)
+            runner = ChunkRunner(plan, distributed, budget, pool, request.batch_wait)
         except BaseException as error:
             # The run's row exists but its judging never began (Ctrl-C or SIGTERM as it
             # starts, or an error): the row says how it ended, never `running`.

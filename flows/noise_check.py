@@ -22,6 +22,7 @@ from juryflow.flows.evaluate import evaluate
 from juryflow.judges.panel import PanelError, load_panel
 from juryflow.judges.redact import MASK
 from juryflow.maths.noise.noise_floor import NoiseSample, noise_sample
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.comparisons import load_run_scores
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, DatasetError, dataset_fingerprint
 from juryflow.storage.store import RunRecord, Store
@@ -113,17 +114,11 @@ def _check_same_dataset(baseline: RunRecord) -> None:
 
 
 async def noise_check(
-    store: Store,
-    db: str | None,
-    baseline_run_id: str,
-    panel: str | None,
-    *,
-    sample: int,
-    seed: int,
-    batch: bool | None = None,
+    store: Store, request: RunRequest, baseline_run_id: str, *, sample: int, seed: int
 ) -> NoiseCheck:
-    """Re-judge ``sample`` items of the baseline (drawn with ``seed``) with its panel, cache
-    off, and pair the re-judge with the baseline."""
+    """Re-judge ``sample`` items of the baseline (drawn with ``seed``) with its panel (or
+    the request's), cache off, and pair the re-judge with the baseline; the request gives
+    the store and ``batch``."""
     baseline = store.get_run(baseline_run_id)
     if baseline is None:
         raise NoiseCheckError(f"baseline {baseline_run_id}: no such run in {store.path}")
@@ -134,21 +129,22 @@ async def noise_check(
         )
     _check_same_dataset(baseline)
     parameters = baseline.parameters or {}
-    with baseline_panel(panel, baseline) as panel_file:
-        summary: dict[str, Any] = await evaluate(
+    with baseline_panel(request.panel, baseline) as panel_file:
+        rejudge = RunRequest(
             dataset=baseline.dataset,
             panel=panel_file,
-            db=db,
+            db=request.db,
             suite=f"{baseline.suite}{AA_SUFFIX}",
             quorum=baseline.quorum,
-            mapping=parameters.get("mapping") or None,
+            mapping=parameters.get("mapping") or {},
             max_chars=int(parameters.get("max_chars") or DEFAULT_MAX_CHARS),
             calibration=parameters.get("calibration"),
             use_cache=False,  # the point: the judges answer again
             sample=sample,
             seed=seed,
-            batch=batch,
+            batch=request.batch,
         )
+        summary: dict[str, Any] = await evaluate(rejudge)
     run_id = str(summary["run_id"])
     before, after = load_run_scores(store, baseline_run_id), load_run_scores(store, run_id)
     judged = set(after.consensus)

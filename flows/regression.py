@@ -39,13 +39,13 @@ from juryflow.maths.regression_stats import (
     gate_notes,
     regression_message,
 )
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.comparisons import (
     compare_stored,
     judged_item_count,
     last_good_run,
     save_comparison,
 )
-from juryflow.storage.datasets import DEFAULT_MAX_CHARS
 from juryflow.storage.store import Store
 
 
@@ -140,41 +140,37 @@ def compare_runs(
 
 @flow(name="regression", log_prints=True)
 async def regression(
-    dataset: str | None = None,
-    panel: str | None = None,
-    db: str | None = None,
-    suite: str | None = None,
+    request: RunRequest | None = None,
     baseline: str = "last",
-    quorum: int | None = None,
-    chunk_size: int | None = None,
-    mapping: dict[str, str] | None = None,
-    use_cache: bool = True,
-    max_chars: int = DEFAULT_MAX_CHARS,
     max_mean_increase: float | None = 0.05,
     max_flips_to_hallucinated: int | None = 3,
     max_judge_drift: float | None = 0.1,
     max_agreement_drop: float | None = 0.1,
     p_value_alpha: float = 0.05,
     report: str | None = None,
-    batch: bool | None = None,
     noise_floor: bool = False,
     noise_sample: int = 50,
     noise_seed: int = 0,
     false_alarm_rate: float = 0.05,
 ) -> State[dict[str, Any]]:
-    """Judge DATASET with PANEL, compare with the BASELINE run; Failed when it regressed.
+    """Judge the request's dataset with its panel (a new run: the request is
+    :class:`RunRequest`, as `evaluate` takes it), compare with the BASELINE run; Failed
+    when it regressed.
 
     ``baseline`` is ``"last"`` (the newest completed run of the same suite that did not
     regress) or a run id. Each ``max_*`` threshold can be disabled with ``None``.
     ``report``: a path to write the new run's HTML report to, linked from a Prefect link
     artifact (a report that cannot be written is a warning, never a failed check).
-    ``batch``: the LLM judges through their providers' batch APIs at half the price (the
-    panel's ``batch`` overridden): what a scheduled run, which nobody waits for, should use.
+    The request's ``batch``: the LLM judges through their providers' batch APIs at half
+    the price: what a scheduled run, which nobody waits for, should use.
     ``noise_floor``: first re-judge ``noise_sample`` of the baseline's items (drawn with
     ``noise_seed``) with its own panel, cache off (an A/A check), and flag only changes
     beyond the judges' noise, at ``false_alarm_rate`` for the gate as a whole.
     """
     logger = get_run_logger()
+    request = request or RunRequest()
+    if request.resume is not None:
+        raise ValueError("a regression judges a new run: drop resume (or --resume)")
     thresholds = Thresholds(
         max_mean_increase=max_mean_increase,
         max_flips_to_hallucinated=max_flips_to_hallucinated,
@@ -185,23 +181,12 @@ async def regression(
     )
     if noise_floor and noise_sample < 1:
         raise ValueError(f"noise_sample {noise_sample}: give 1 or more items to re-judge")
-    store = Store(db)
+    store = Store(request.db)
     store.migrate()
     if baseline not in ("last", "") and store.get_run(baseline) is None:
         # Fail before paying for a run that cannot be compared with anything.
         raise BaselineError(f"baseline {baseline!r}: no such run in {store.path}")
-    summary: dict[str, Any] = await evaluate(
-        dataset=dataset,
-        panel=panel,
-        db=db,
-        suite=suite,
-        chunk_size=chunk_size,
-        quorum=quorum,
-        mapping=mapping,
-        use_cache=use_cache,
-        max_chars=max_chars,
-        batch=batch,
-    )
+    summary: dict[str, Any] = await evaluate(request)
     run_id = str(summary["run_id"])
     run = store.get_run(run_id)
     assert run is not None
@@ -215,9 +200,7 @@ async def regression(
         return Completed(message=message, data=result)
     noise = None
     if noise_floor:
-        noise = await noise_check(
-            store, db, baseline_id, panel, sample=noise_sample, seed=noise_seed, batch=batch
-        )
+        noise = await noise_check(store, request, baseline_id, sample=noise_sample, seed=noise_seed)
         logger.info(
             "A/A check: run %s re-judged %d of baseline %s's items (%d paired)",
             noise.run_id,

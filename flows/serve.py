@@ -46,8 +46,10 @@ def build_deployments(
     from juryflow.flows.evaluate import evaluate
     from juryflow.flows.regression import regression
 
-    common: dict[str, Any] = {"dataset": dataset, "panel": panel, "db": db, "suite": suite}
-    common = {k: v for k, v in common.items() if v is not None}
+    settings: dict[str, Any] = {"dataset": dataset, "panel": panel, "db": db, "suite": suite}
+    # One request, as the flows take it; its fields are what `juryflow run` accepts.
+    given = {k: v for k, v in settings.items() if v is not None}
+    common = {"request": given} if given else {}
     evaluate_deployment = evaluate.to_deployment(
         name=EVALUATE_NAME,
         schedules=[Cron(evaluate_cron, timezone=timezone)],

@@ -39,6 +39,7 @@ from prefect.logging.loggers import flow_run_logger
 from prefect.states import Cancelled, Cancelling, State
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.connection import DB_ENV, StoreError, resolve_target
 from juryflow.storage.lake.attach import LakeTarget
 from juryflow.storage.shards import (
@@ -90,14 +91,18 @@ def _checked(
             f"evaluate-sharded needs a DuckLake store, not the DuckDB file {target}: a file takes "
             "writers from one machine only; pass db='ducklake:postgres:dbname=... host=...'"
         )
-    unknown = sorted(set(options) - set(evaluate.parameters.properties))
+    unknown = sorted(set(options) - set(RunRequest.model_fields))
     reserved = sorted(set(options) & _OWN_PARAMETERS)
     if unknown or reserved:
         raise ShardError(
-            f"options {unknown + reserved} cannot be passed to the shards: give the evaluate "
-            "flow's own parameters (chunk_size, limit, sample, seed, suite, ...), not those "
+            f"options {unknown + reserved} cannot be passed to the shards: give the settings "
+            "of a run (RunRequest: chunk_size, limit, sample, seed, suite, ...), not those "
             "evaluate-sharded sets itself"
         )
+    try:
+        RunRequest.of(**options)
+    except ValueError as error:
+        raise ShardError(f"options: {error}") from None
     return chosen, check_run_id(run_id) if run_id else new_run_id()
 
 
@@ -198,7 +203,7 @@ async def _on_pool(
     try:
         run = await arun_deployment(
             deployment,
-            parameters=parameters,
+            parameters={"request": parameters},
             flow_run_name=f"{parameters['run_id']}-shard-{shard.replace('/', '-of-')}",
             timeout=None,
             poll_interval=POLL_SECONDS,
@@ -221,7 +226,7 @@ async def _here(shard: str, parameters: dict[str, Any]) -> ShardOutcome:
     """A shard judged in this process, as a subflow (so a worker slot is never idle)."""
     name = f"{parameters['run_id']}-shard-{shard.replace('/', '-of-')}"
     state: State[Any] = await evaluate.with_options(flow_run_name=name)(
-        **parameters, return_state=True
+        RunRequest(**parameters), return_state=True
     )
     flow_run_id = str(state.state_details.flow_run_id or "")
     return ShardOutcome(shard, flow_run_id, state.name or state.type.value, state.is_completed())
@@ -251,9 +256,10 @@ async def evaluate_sharded(
     N workers started with ``--limit 1`` run N shards, the coordinator's slot included
     (without it, the coordinator waits in a slot of its own). ``run_id`` names the run
     (default: a new id); started again with the same ``run_id``, finished shards are
-    skipped. ``options``: other ``evaluate`` parameters for every shard (``chunk_size``,
-    ``limit``, ...). Fails naming the shards whose flow runs did not complete; else
-    checks every (item, judge) is stored once, marks the run completed and returns it.
+    skipped. ``options``: other settings of the run for every shard (fields of
+    :class:`~juryflow.planning.run_request.RunRequest`: ``chunk_size``, ``limit``, ...).
+    Fails naming the shards whose flow runs did not complete; else checks every (item,
+    judge) is stored once, marks the run completed and returns it.
 
     Cancelled (``prefect flow-run cancel``, the UI), it cancels the shards' flow runs too
     and ends Cancelled; started again with the same ``run_id``, it resumes the run.

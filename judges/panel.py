@@ -39,6 +39,7 @@ from juryflow.judges.providers.price import Price
 from juryflow.judges.providers.registry import NOT_PROVIDERS, registered_provider
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 from juryflow.judges.untrusted.loading import NestingError, load_yaml
+from juryflow.maths.consensus import default_quorum
 
 if TYPE_CHECKING:
     from juryflow.maths.reducers import ConsensusRule
@@ -368,7 +369,7 @@ class PanelSpec(BaseModel):
 
     @property
     def effective_quorum(self) -> int:
-        return self.quorum if self.quorum is not None else len(self.judges) // 2 + 1
+        return self.quorum if self.quorum is not None else default_quorum(len(self.judges))
 
     def public_dict(self) -> dict[str, Any]:
         """The panel as stored with a run (``runs.panel``): no header value, no URL credential."""

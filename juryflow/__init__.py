@@ -32,12 +32,14 @@ if TYPE_CHECKING:
     from juryflow.api import JuryStore, Run, estimate, import_judgments, open_store, run
     from juryflow.flows.runtime.interrupts import RunInterrupted
     from juryflow.maths.regression_stats import Thresholds
+    from juryflow.planning.run_request import RunRequest
 
 __all__ = [
     "AgreementReport",
     "JuryStore",
     "Run",
     "RunInterrupted",
+    "RunRequest",
     "Thresholds",
     "__version__",
     "estimate",
@@ -51,6 +53,7 @@ _HOMES = {
     "JuryStore": "juryflow.api",
     "Run": "juryflow.api",
     "RunInterrupted": "juryflow.flows.runtime.interrupts",
+    "RunRequest": "juryflow.planning.run_request",
     "Thresholds": "juryflow.maths.regression_stats",
     "estimate": "juryflow.api",
     "import_judgments": "juryflow.api",

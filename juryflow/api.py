@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from juryflow.analysis.agreement_report import AgreementReport, DisputedItem
     from juryflow.maths.regression_stats import Thresholds
     from juryflow.planning.dry_run import DryRun
+    from juryflow.planning.run_request import RunRequest
     from juryflow.storage.lake.attach import LakeTarget
     from juryflow.storage.store import Store
 
@@ -222,91 +223,58 @@ def open_store(db: str | Path | None = None) -> JuryStore:
 
 
 def run(
-    dataset: str | Path | None = None,
+    dataset: str | Path | RunRequest | None = None,
     panel: str | Path | None = None,
     *,
-    db: str | Path | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    mapping: Mapping[str, str] | None = None,
-    quorum: int | None = None,
-    calibration: str | None = None,
-    suite: str | None = None,
-    use_cache: bool = True,
-    chunk_size: int | None = None,
-    max_cost: float | None = None,
-    workers: int | str | None = None,
     progress: bool = True,
-    early_stop: bool | None = None,
-    audit_fraction: float | None = None,
-    batch: bool | None = None,
-    batch_wait: float | None = None,
+    **settings: Any,
 ) -> Run:
     """Judge every item of ``dataset`` with every judge of ``panel`` and store it all: the
     command ``juryflow run`` (defaults: the bundled sample and the offline panel).
 
-    ``limit``/``sample``/``seed`` select items as ``--limit``/``--sample``/``--seed`` do,
-    ``mapping`` maps prompt variables to columns (``--map``). ``max_cost`` (US dollars) stops
-    issuing calls once spent: :class:`~juryflow.flows.runtime.interrupts.RunInterrupted` is
-    raised and the run resumes with ``juryflow run --resume RUN``. ``progress=False`` keeps the
-    progress bar and lines off stderr. ``workers`` is ``--workers``: the processes making the
-    model calls. ``early_stop`` (``--early-stop``) calls a judge only while it can still
-    change the item's consensus, the result unchanged; ``audit_fraction`` of the items get
-    every judge anyway (default: the panel's, 0.1). ``batch`` (``--batch``) sends the LLM
-    judges' calls through their providers' batch APIs at half the price; ``batch_wait``
-    (seconds) stops the run, resumable, if its batches are not done by then.
-    ``chunk_size``: items per task (default 500, or 10,000 in batch mode).
+    ``settings`` are :class:`~juryflow.planning.run_request.RunRequest`'s fields, each the
+    ``juryflow run`` option of its name: ``db``, ``limit``/``sample``/``seed``, ``mapping``
+    (``--map``, a dict), ``quorum``, ``calibration``, ``suite``, ``use_cache``,
+    ``chunk_size``, ``max_cost`` (US dollars; past it
+    :class:`~juryflow.flows.runtime.interrupts.RunInterrupted` is raised and the run
+    resumes with ``resume=RUN``), ``workers``, ``early_stop``, ``audit_fraction``,
+    ``batch``, ``batch_wait``, ``max_chars``, ``resume``, ... A request may also be passed
+    whole as ``dataset``. ``progress=False`` keeps the progress bar and lines off stderr.
+    A setting that cannot be used raises
+    :class:`~juryflow.planning.run_request.RunSetupError` (a ValueError) in one line.
     """
     _start_prefect()
     from rich.console import Console
 
-    from juryflow.planning.dry_run import check_budget
-    from juryflow.planning.run_setup import check_selection, preflight
-    from juryflow.planning.worker_count import check_workers
+    from juryflow.planning.run_setup import prepare_run
     from juryflow.runner import run_evaluation
-    from juryflow.storage.datasets import DEFAULT_MAX_CHARS
-    from juryflow.storage.store import Store
 
-    store = str(Store(_sealed(db)).path)
-    source = None if dataset is None else str(dataset)
-    panel_file = None if panel is None else str(panel)
-    check_selection(limit, sample)
-    check_workers(workers, distributed=False, max_cost=max_cost)
-    if max_cost is not None:
-        check_budget(panel_file, store, None, max_cost, distributed=False)
-    preflight(
-        source, panel_file, dict(mapping or {}), quorum, db=store, calibration=calibration,
-        early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
-    )  # fmt: skip
-    parameters = dict(
-        dataset=source,
-        panel=panel_file,
-        db=store,
-        resume=None,
-        suite=suite,
-        chunk_size=chunk_size,
-        quorum=quorum,
-        mapping=dict(mapping or {}),
-        use_cache=use_cache,
-        max_chars=DEFAULT_MAX_CHARS,
-        calibration=calibration,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        max_cost=max_cost,
-        workers=workers,
-        early_stop=early_stop,
-        audit_fraction=audit_fraction,
-        batch=batch,
-        batch_wait=batch_wait,
-    )
+    request, _ = prepare_run(_request(dataset, panel, settings))
     console = Console(stderr=True, quiet=not progress)
     # Off a terminal the run prints plain progress lines to stderr; progress=False drops them.
     quiet = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
     with quiet:
-        summary = _on_this_thread_or_aside(lambda: run_evaluation(console, parameters, None))
-    return Run(str(summary["run_id"]), store, summary)
+        summary = _on_this_thread_or_aside(lambda: run_evaluation(console, request))
+    return Run(str(summary["run_id"]), str(request.db), summary)
+
+
+def _request(
+    dataset: str | Path | RunRequest | None, panel: str | Path | None, settings: dict[str, Any]
+) -> RunRequest:
+    """The request of the API's arguments, its store resolved to where it is."""
+    from juryflow.planning.run_request import RunRequest
+    from juryflow.storage.store import Store
+
+    if isinstance(dataset, RunRequest):
+        request = dataset
+    else:
+        for name, value in (("dataset", dataset), ("panel", panel)):
+            if value is not None:
+                settings[name] = str(value)
+        if isinstance(settings.get("db"), Path):
+            settings["db"] = str(settings["db"])
+        request = RunRequest.of(**settings)
+    return request.model_copy(update={"db": str(Store(request.db).path)})
 
 
 def import_judgments(path: str | Path, *, db: str | Path | None = None, **options: Any) -> Run:
@@ -322,30 +290,13 @@ def import_judgments(path: str | Path, *, db: str | Path | None = None, **option
 
 
 def estimate(
-    dataset: str | Path | None = None,
+    dataset: str | Path | RunRequest | None = None,
     panel: str | Path | None = None,
-    *,
-    db: str | Path | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    mapping: Mapping[str, str] | None = None,
-    use_cache: bool = True,
-    batch: bool | None = None,
+    **settings: Any,
 ) -> DryRun:
-    """What :func:`run` with these options would call and cost, per judge (``juryflow run
+    """What :func:`run` with these settings would call and cost, per judge (``juryflow run
     --dry-run``): prompts rendered, nothing called, nothing written, no key needed.
     ``batch``: as :func:`run`'s, the batch judges costed at batch prices."""
     from juryflow.planning.dry_run import estimate_run
 
-    return estimate_run(
-        None if dataset is None else str(dataset),
-        None if panel is None else str(panel),
-        dict(mapping or {}),
-        db=None if db is None else str(db),
-        use_cache=use_cache,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        batch=batch,
-    )
+    return estimate_run(_request(dataset, panel, settings))

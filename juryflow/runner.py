@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -21,6 +21,9 @@ from juryflow.terminal.progress_view import (
     progress_seconds,
     started_line,
 )
+
+if TYPE_CHECKING:
+    from juryflow.planning.run_request import RunRequest
 
 
 def _with_task_runner(dask: str | None) -> Any:
@@ -41,14 +44,14 @@ def _with_task_runner(dask: str | None) -> Any:
 
 
 def run_evaluation(
-    console: Console, parameters: dict[str, Any], dask: str | None, origin: str | None = None
+    console: Console, request: RunRequest, origin: str | None = None
 ) -> dict[str, Any]:
     """Run the flow; raises :class:`interrupts.RunInterrupted` when it was stopped.
 
     ``origin``: where the run's settings came from when the user did not name them (the
     folder's ``panel.yaml``), said in the start line."""
     if threading.current_thread() is not threading.main_thread():
-        return _run_evaluation(console, parameters, dask, origin)
+        return _run_evaluation(console, request, origin)
     # Until the flow's own handlers take over (and after), SIGTERM ends juryflow as Ctrl-C
     # does: by unwinding, so that the Prefect server it started is stopped too.
     previous = signal.signal(signal.SIGTERM, interrupts.raise_on_sigterm)
@@ -56,7 +59,7 @@ def run_evaluation(
     if not interrupts.sigint_handled():
         signal.signal(signal.SIGINT, interrupts.raise_on_sigint)
     try:
-        return _run_evaluation(console, parameters, dask, origin)
+        return _run_evaluation(console, request, origin)
     except KeyboardInterrupt:
         raise _interrupted(signal.SIGINT) from None
     except SystemExit as leaving:
@@ -85,14 +88,12 @@ def _interrupted(signum: signal.Signals) -> interrupts.RunInterrupted:
     )
 
 
-def _run_evaluation(
-    console: Console, parameters: dict[str, Any], dask: str | None, origin: str | None
-) -> dict[str, Any]:
+def _run_evaluation(console: Console, request: RunRequest, origin: str | None) -> dict[str, Any]:
     from prefect.exceptions import CancelledRun
 
     from juryflow.flows.runtime.prefect_server import start_owned_server
 
-    flow = _with_task_runner(dask)
+    flow = _with_task_runner(request.dask)
     start_owned_server()
     tally = Tally()
     if console.is_terminal:
@@ -110,9 +111,7 @@ def _run_evaluation(
             before = signal.getsignal(signal.SIGINT) if _main_thread() else None
             interrupts.defer_sigint()
             try:
-                result: dict[str, Any] = asyncio.run(
-                    flow(**parameters, distributed=dask is not None)
-                )
+                result: dict[str, Any] = asyncio.run(flow(request))
             finally:
                 if before is not None:
                     signal.signal(signal.SIGINT, before)

@@ -17,16 +17,16 @@ import pyarrow as pa
 
 from juryflow.judges.budget import check_enforceable
 from juryflow.judges.llm_judge import prompt_cache_key
-from juryflow.judges.panel import JudgeSpec, PanelSpec, load_panel, parse_panel
+from juryflow.judges.panel import JudgeSpec, PanelSpec
 from juryflow.judges.pricing import cached_prefix_tokens, price_for
 from juryflow.judges.providers.price import Price
 from juryflow.judges.providers.registry import registered_provider
 from juryflow.judges.sampling.keys import sample_cache_key
 from juryflow.maths.records import Item
-from juryflow.planning.run_setup import RunPlan, check_selection, checked_inputs, with_batch
+from juryflow.planning.run_request import RunRequest
+from juryflow.planning.run_setup import RunPlan, RunSetupError, checked_inputs, requested_panel
 from juryflow.prompts.loader import PromptError, PromptTemplate
 from juryflow.storage.datasets import (
-    DEFAULT_MAX_CHARS,
     RowError,
     read_items,
     select_items,
@@ -224,44 +224,35 @@ def _selected(dataset: Path, plan: RunPlan, max_chars: int) -> Iterator[Item | R
     )
 
 
-def estimate_run(
-    dataset: str | None,
-    panel: str | None,
-    mapping: dict[str, str] | None = None,
-    *,
-    db: str | None = None,
-    quorum: int | None = None,
-    use_cache: bool = True,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    max_cost: float | None = None,
-    batch: bool | None = None,
-) -> DryRun:
-    """The calls, tokens and cost per judge of the run these options would start;
-    ``batch``: ``--batch`` / ``--no-batch`` over the panel's setting."""
-    check_selection(limit, sample)
-    panel_spec = with_batch(load_panel(panel), batch)
+def estimate_run(request: RunRequest) -> DryRun:
+    """The calls, tokens and cost per judge of the run ``request`` would start (its
+    ``batch`` over the panel's setting)."""
+    if request.resume is not None:
+        raise RunSetupError(
+            "--dry-run estimates a new run; drop --resume (a resumed run judges only the "
+            "(item, judge) pairs it has not stored)"
+        )
+    panel_spec = requested_panel(request)
+    max_cost, use_cache, max_chars = request.max_cost, request.use_cache, request.max_chars
     if max_cost is not None:
         check_enforceable(panel_spec, max_cost, distributed=False)
     # The run's own checks (span texts included), so the dry run refuses what it would.
-    dataset_path = checked_inputs(panel_spec, dataset, mapping, quorum)
-    store = Store(db)
+    dataset_path = checked_inputs(panel_spec, request)
+    store = Store(request.db)
     plan = RunPlan(
         run_id="",
         store=store,
         panel=panel_spec,
         dataset=dataset_path,
-        mapping=dict(mapping or {}),
+        mapping=dict(request.mapping),
         quorum=panel_spec.effective_quorum,
         chunk_size=1,
         max_chars=max_chars,
         use_cache=use_cache,
         resumed=False,
-        limit=limit,
-        sample=sample,
-        seed=seed,
+        limit=request.limit,
+        sample=request.sample,
+        seed=request.seed,
     )
     # Only read: a dry run never creates the store it would write to.
     existing = store if store.exists() else None
@@ -343,25 +334,3 @@ def _output_sizes(
         else:
             estimate.output_tokens_each = min(DEFAULT_OUTPUT_TOKENS, spec.max_tokens)
             estimate.output_basis = f"a guess of {DEFAULT_OUTPUT_TOKENS} per call"
-
-
-def check_budget(
-    panel: str | None,
-    db: str | None,
-    resume: str | None,
-    max_cost: float,
-    distributed: bool,
-) -> None:
-    """Refuse ``--max-cost`` before a run starts when it could not be kept: a model without
-    a price (the panel's ``prices:`` names it), or Dask workers. Raises BudgetError."""
-    if resume is None:
-        check_enforceable(load_panel(panel), max_cost, distributed=distributed)
-        return
-    # A resumed run keeps the panel it started with, as stored.
-    store = Store(db)
-    run = store.get_run(resume) if store.exists() else None
-    if run is None:
-        return  # no such run: planning the run says so
-    check_enforceable(
-        parse_panel(run.panel, f"run {resume}"), max_cost, distributed=distributed, resumed=True
-    )

@@ -15,6 +15,13 @@ from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
 from juryflow.judges.sampling.panel_samples import batched_samples_refusal, sampling_warnings
 from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from juryflow.planning.early_stop_plan import early_stop_plan
+from juryflow.planning.run_request import (
+    RunRequest,
+    RunSetupError,
+    check_selection,
+    check_sizes,
+    checked_shard,
+)
 from juryflow.prompts.loader import PromptTemplate
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, dataset_fingerprint
 from juryflow.storage.journal import Journal, journal_path, read_run_header, write_run_header
@@ -23,12 +30,20 @@ from juryflow.storage.shards import (
     ShardLease,
     ShardSpec,
     check_claim,
-    check_run_id,
     claim_shard,
     create_or_join,
     lease_seconds,
-    parse_shard,
 )
+
+__all__ = [
+    "RunPlan",
+    "RunSetupError",
+    "check_selection",
+    "check_sizes",
+    "checked_shard",
+    "plan_run",
+    "prepare_run",
+]
 from juryflow.storage.store import RunRecord, Store, new_run_id
 
 # The package data `juryflow.examples`: the repository's examples/ in a checkout or an editable
@@ -45,19 +60,7 @@ BATCH_CHUNK_SIZE = 10_000
 this many items makes one batch per judge (per round of early stopping)."""
 
 
-class RunSetupError(ValueError):
-    pass
-
-
 logger = logging.getLogger(__name__)
-
-
-def check_sizes(chunk_size: int | None, max_chars: int) -> None:
-    """The command line range-checks these; a flow called directly gets the same answer."""
-    if chunk_size is not None and chunk_size < 1:
-        raise RunSetupError(f"--chunk-size {chunk_size}: give at least 1 item per task")
-    if max_chars < 1:
-        raise RunSetupError(f"--max-chars {max_chars}: give at least 1 character")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,26 +130,24 @@ class RunPlan:
         return "response" if "response" in needed or not needed else needed[-1]
 
 
-def with_early_stop(
-    panel: PanelSpec, early_stop: bool | None, audit_fraction: float | None
-) -> PanelSpec:
-    """The panel with ``--early-stop`` / ``--audit-fraction`` over its own settings; stored
-    with the run, so a resume keeps them."""
+def requested_panel(request: RunRequest) -> PanelSpec:
+    """The request's panel file with the request's ``early_stop``, ``audit_fraction`` and
+    ``batch`` over its own settings (a judge's own ``batch`` still wins); stored with the
+    run, so a resume keeps them."""
+    return with_batch(with_early_stop(load_panel(request.panel), request), request.batch)
+
+
+def with_early_stop(panel: PanelSpec, request: RunRequest) -> PanelSpec:
     changes: dict[str, Any] = {}
-    if early_stop is not None:
-        changes["early_stop"] = early_stop
-    if audit_fraction is not None:
-        if not 0.0 <= audit_fraction <= 1.0:
-            raise RunSetupError(
-                f"--audit-fraction {audit_fraction} is not a share: give one from 0 to 1"
-            )
-        changes["audit_fraction"] = audit_fraction
+    if request.early_stop is not None:
+        changes["early_stop"] = request.early_stop
+    if request.audit_fraction is not None:
+        changes["audit_fraction"] = request.audit_fraction
     return panel.model_copy(update=changes) if changes else panel
 
 
 def with_batch(panel: PanelSpec, batch: bool | None) -> PanelSpec:
-    """The panel with ``--batch`` / ``--no-batch`` over its own ``batch`` (a judge's own
-    setting still wins); stored with the run, so a resume keeps it."""
+    """The panel with ``--batch`` / ``--no-batch`` over its own ``batch``."""
     chosen = panel if batch is None else panel.model_copy(update={"batch": batch})
     refusal = batched_samples_refusal(chosen)  # the copy skips the panel's own check
     if refusal is not None:
@@ -218,32 +219,14 @@ def check_span_texts(panel: PanelSpec, columns: dict[str, str]) -> None:
         )
 
 
-def checked_quorum(quorum: int | None, panel: PanelSpec) -> int:
-    """``quorum`` if the panel can meet it, else the panel's default; raises RunSetupError.
-
-    0 is an answer, not "unset": it is refused like any other number outside 1..panel size.
-    """
-    if quorum is None:
-        return panel.effective_quorum
-    size = len(panel.judges)
-    if not 1 <= quorum <= size:
-        noun = "judge" if size == 1 else "judges"
-        raise RunSetupError(
-            f"--quorum {quorum} is out of range: pass 1 to {size} (the panel has {size} {noun})"
-        )
-    return quorum
-
-
-def checked_inputs(
-    panel_spec: PanelSpec, dataset: str | None, mapping: dict[str, str] | None, quorum: int | None
-) -> Path:
+def checked_inputs(panel_spec: PanelSpec, request: RunRequest) -> Path:
     """What a run and a dry run both check before anything else, with no key and no store:
     the quorum, the dataset, its columns against the prompts' variables (after ``--map``)
     and the span judges' texts. Returns the dataset's path."""
     from juryflow.storage.datasets import dataset_columns, resolve_columns
 
-    checked_quorum(quorum, panel_spec)
-    dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
+    request.quorum_for(panel_spec)
+    dataset_path = Path(request.dataset) if request.dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
         raise RunSetupError(f"dataset {dataset_path} does not exist")
     probe = RunPlan(
@@ -251,7 +234,7 @@ def checked_inputs(
         store=Store(":memory:"),
         panel=panel_spec,
         dataset=dataset_path,
-        mapping=dict(mapping or {}),
+        mapping=dict(request.mapping),
         quorum=panel_spec.effective_quorum,
         chunk_size=1,
         max_chars=DEFAULT_MAX_CHARS,
@@ -263,41 +246,76 @@ def checked_inputs(
     return dataset_path
 
 
-def preflight(
-    dataset: str | None,
-    panel: str | None,
-    mapping: dict[str, str] | None,
-    quorum: int | None = None,
-    db: str | None = None,
-    calibration: str | None = None,
-    early_stop: bool | None = None,
-    audit_fraction: float | None = None,
-    batch: bool | None = None,
-) -> list[str]:
+def prepare_run(request: RunRequest) -> tuple[RunRequest, list[str]]:
+    """Everything a run checks before Prefect starts, for the command line and the API
+    alike: the budget, then a new run's panel, keys, columns, store and calibration (and
+    a shard's agreement with its run), or a resumed run's state and the options given
+    beside ``--resume``. Returns the request (a resumed run's id in full) and warnings."""
+    if request.data_path is not None:
+        from juryflow.storage.connection import DATA_PATH_ENV, resolve_target
+
+        resolve_target(request.db, request.data_path)  # a DuckDB file with it is refused
+        if not request.data_path.strip():
+            raise RunSetupError("--data-path is empty; pass a directory or an s3://... prefix")
+        import os
+
+        # For every store this process opens: the first to attach a new lake creates it.
+        os.environ[DATA_PATH_ENV] = request.data_path
+    if request.resume is not None:
+        from juryflow.storage.reads.run_queries import resolve_run_id
+
+        # A store deleted during the run is rebuilt from the run's journal first.
+        claim_before_reading(request.db, request.resume)
+        restored = restore_from_journal(request.db, request.resume)
+        request = request.model_copy(
+            update={"resume": resolve_run_id(Store(request.db), request.resume)}
+        )
+        check_budget(request)
+        warnings = preflight_resume(request, restored=True)
+        return request, [restored, *warnings] if restored else warnings
+    check_budget(request)
+    warnings = preflight(request)
+    if request.shard is not None and request.run_id is not None:
+        warnings += preflight_shard(request)
+    return request, warnings
+
+
+def check_budget(request: RunRequest) -> None:
+    """Refuse ``--max-cost`` before a run starts when it could not be kept: a model without
+    a price (the panel's ``prices:`` names it), or Dask workers. Raises BudgetError."""
+    from juryflow.judges.budget import check_enforceable
+
+    if request.max_cost is None:
+        return
+    distributed = request.dask is not None
+    if request.resume is None:
+        check_enforceable(load_panel(request.panel), request.max_cost, distributed=distributed)
+        return
+    # A resumed run keeps the panel it started with, as stored.
+    store = Store(request.db)
+    run = store.get_run(request.resume) if store.exists() else None
+    if run is None:
+        return  # no such run: planning the run says so
+    check_enforceable(
+        parse_panel(run.panel, f"run {request.resume}"),
+        request.max_cost,
+        distributed=distributed,
+        resumed=True,
+    )
+
+
+def preflight(request: RunRequest) -> list[str]:
     """Fail before Prefect starts on what needs no Prefect: panel, keys, quorum, columns,
     the store (created or brought to the latest schema) and the named calibration.
     Returns warnings to show."""
-    panel_spec = with_batch(with_early_stop(load_panel(panel), early_stop, audit_fraction), batch)
+    panel_spec = requested_panel(request)
     check_keys(panel_spec)
-    checked_inputs(panel_spec, dataset, mapping, quorum)
-    store = Store(db)
+    checked_inputs(panel_spec, request)
+    store = Store(request.db)
     store.migrate()
-    rule = consensus_rule_for(store, panel_spec, calibration)
-    _, refused = early_stop_plan(panel_spec, rule, quorum, 0)
+    rule = consensus_rule_for(store, panel_spec, request.calibration)
+    _, refused = early_stop_plan(panel_spec, rule, request.quorum, 0)
     return ([refused] if refused else []) + sampling_warnings(panel_spec)
-
-
-@dataclass(frozen=True, slots=True)
-class ResumeRequest:
-    """The options a command line gave beside ``--resume``; None (False) = not given."""
-
-    dataset: str | None = None
-    panel: str | None = None
-    mapping: dict[str, str] | None = None
-    chunk_size: int | None = None
-    max_chars: int | None = None
-    no_cache: bool = False
-    suite: str | None = None
 
 
 def _as_stored(value: Any) -> Any:
@@ -326,16 +344,19 @@ def _panel_conflict(panel: str, run: RunRecord) -> list[str]:
     return [f"--panel {panel} (the run's panel {run.panel_name} differs)"]
 
 
-def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
+def resume_conflicts(run: RunRecord, given: RunRequest) -> list[str]:
     """The given options that differ from what ``run`` started with, each with the run's.
 
     A resumed run takes its options from the store; one given differently would be
     silently ignored, so it is named instead. Repeating the run's own value is fine.
+    Only the settings the caller gave (:attr:`RunRequest.given`) are compared.
     """
     stored = run.parameters or {}
     found: list[str] = []
 
     def differs(option: str, value: object, kept: object) -> None:
+        if option.lstrip("-").replace("-", "_") not in given.given:
+            return
         if value is not None and kept is not None and value != kept:
             found.append(f"{option} {value} (the run's: {kept})")
 
@@ -347,14 +368,14 @@ def resume_conflicts(run: RunRecord, given: ResumeRequest) -> list[str]:
         found.append(f"DATASET {given.dataset} (the run read {run.dataset})")
     if given.panel is not None:
         found += _panel_conflict(given.panel, run)
-    if given.mapping is not None and given.mapping != dict(stored.get("mapping") or {}):
+    if "mapping" in given.given and given.mapping != dict(stored.get("mapping") or {}):
         kept = " ".join(f"{k}={v}" for k, v in (stored.get("mapping") or {}).items()) or "none"
         found.append(f"--map {' '.join(f'{k}={v}' for k, v in given.mapping.items())} "
                      f"(the run's: {kept})")  # fmt: skip
     differs("--chunk-size", given.chunk_size, stored.get("chunk_size"))
     differs("--max-chars", given.max_chars, stored.get("max_chars"))
     differs("--suite", given.suite, run.suite)
-    if given.no_cache and stored.get("use_cache", True):
+    if not given.use_cache and stored.get("use_cache", True):
         found.append("--no-cache (the run uses the cache)")
     return found
 
@@ -395,12 +416,12 @@ def restore_from_journal(db: str | None, run_id: str) -> str | None:
     )
 
 
-def preflight_resume(
-    db: str | None, run_id: str, given: ResumeRequest | None = None, *, restored: bool = False
-) -> list[str]:
-    """What ``_resume_plan`` checks, and that ``given`` agrees with the run, before Prefect
-    starts; returns warnings to show. ``restored``: the caller already ran
-    :func:`restore_from_journal` (the command line does, to resolve the run's id)."""
+def preflight_resume(request: RunRequest, *, restored: bool = False) -> list[str]:
+    """What ``_resume_plan`` checks, and that the options given beside ``--resume`` agree
+    with the run, before Prefect starts; returns warnings to show. ``restored``: the caller
+    already ran :func:`restore_from_journal` (:func:`prepare_run` does, to resolve the id)."""
+    db, run_id = request.db, request.resume
+    assert run_id is not None
     if not restored:
         claim_before_reading(db, run_id)
     restored_line = None if restored else restore_from_journal(db, run_id)
@@ -409,7 +430,7 @@ def preflight_resume(
     run, _, warnings = _resumable(store, run_id)
     if restored_line is not None:
         warnings = [restored_line, *warnings]
-    conflicts = resume_conflicts(run, given or ResumeRequest())
+    conflicts = resume_conflicts(run, request)
     if conflicts:
         raise RunSetupError(
             f"--resume {run_id} continues the run with the options it started with; "
@@ -418,68 +439,15 @@ def preflight_resume(
     return warnings
 
 
-def check_selection(limit: int | None, sample: int | None) -> None:
-    """``--limit`` and ``--sample`` are whole positive numbers, and only one of them."""
-    if limit is not None and sample is not None:
-        raise RunSetupError("give --limit N (the first N items) or --sample N, not both")
-    for name, value in (("--limit", limit), ("--sample", sample)):
-        if value is not None and value < 1:
-            raise RunSetupError(f"{name} {value}: give 1 or more items")
-
-
-def plan_run(
-    *,
-    dataset: str | None,
-    panel: str | None,
-    db: str | None,
-    resume: str | None,
-    suite: str | None,
-    chunk_size: int | None,
-    quorum: int | None,
-    mapping: dict[str, str] | None,
-    use_cache: bool,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    flow_run_id: str | None = None,
-    calibration: str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    shard: str | None = None,
-    run_id: str | None = None,
-    data_path: str | None = None,
-    take_over: bool = False,
-    early_stop: bool | None = None,
-    audit_fraction: float | None = None,
-    batch: bool | None = None,
-) -> RunPlan:
-    check_sizes(chunk_size, max_chars)
-    check_selection(limit, sample)
-    spec = checked_shard(shard, run_id, resume)
-    store = Store(db, data_path)
+def plan_run(request: RunRequest, flow_run_id: str | None = None) -> RunPlan:
+    """The plan of ``request``: a new run's row (or a shard's claim) written, or a resumed
+    run's state read back."""
+    spec = checked_shard(request.shard, request.run_id, request.resume)
+    store = Store(request.db, request.data_path)
     store.migrate()
-    if resume:
-        return _resume_plan(store, resume, chunk_size, use_cache, flow_run_id)
-    plan, record = _new_run(
-        store,
-        spec,
-        run_id,
-        dataset=dataset,
-        panel=panel,
-        suite=suite,
-        chunk_size=chunk_size,
-        quorum=quorum,
-        mapping=mapping,
-        use_cache=use_cache,
-        max_chars=max_chars,
-        flow_run_id=flow_run_id,
-        calibration=calibration,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        early_stop=early_stop,
-        audit_fraction=audit_fraction,
-        batch=batch,
-    )
+    if request.resume:
+        return _resume_plan(store, request, flow_run_id)
+    plan, record = _new_run(store, spec, request, flow_run_id)
     if spec is None:
         if isinstance(store.path, Path):
             # from its first moment: a --resume of it is refused while this process lives
@@ -488,63 +456,44 @@ def plan_run(
         if isinstance(store.path, Path):  # what --resume rebuilds a deleted store from
             write_run_header(journal_path(store.path, record.run_id), record)
         return plan
-    return _join_shard(plan, record, spec, take_over)
+    return _join_shard(plan, record, spec, request.take_over)
 
 
 def _new_run(
-    store: Store,
-    spec: ShardSpec | None,
-    run_id: str | None,
-    *,
-    dataset: str | None,
-    panel: str | None,
-    suite: str | None,
-    chunk_size: int | None,
-    quorum: int | None,
-    mapping: dict[str, str] | None,
-    use_cache: bool,
-    max_chars: int,
-    flow_run_id: str | None,
-    calibration: str | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    early_stop: bool | None = None,
-    audit_fraction: float | None = None,
-    batch: bool | None = None,
+    store: Store, spec: ShardSpec | None, request: RunRequest, flow_run_id: str | None
 ) -> tuple[RunPlan, RunRecord]:
     """The plan of a new run (or shard) and the run row it would write; nothing written."""
-    panel_spec = with_batch(with_early_stop(load_panel(panel), early_stop, audit_fraction), batch)
-    chunk_size = chunk_size_for(chunk_size, panel_spec)
+    panel_spec = requested_panel(request)
+    chunk_size = chunk_size_for(request.chunk_size, panel_spec)
     check_keys(panel_spec)
-    dataset_path = Path(dataset) if dataset else BUNDLED_DATASET
+    dataset_path = Path(request.dataset) if request.dataset else BUNDLED_DATASET
     if not dataset_path.is_file():
         raise RunSetupError(f"dataset {dataset_path} does not exist")
-    effective_quorum = checked_quorum(quorum, panel_spec)
-    rule = consensus_rule_for(store, panel_spec, calibration)
-    run_id = run_id or new_run_id()
+    effective_quorum = request.quorum_for(panel_spec)
+    rule = consensus_rule_for(store, panel_spec, request.calibration)
+    run_id = request.run_id or new_run_id()
     plan = RunPlan(
         run_id=run_id,
         store=store,
         panel=panel_spec,
         dataset=dataset_path.resolve(),
-        mapping=dict(mapping or {}),
+        mapping=dict(request.mapping),
         quorum=effective_quorum,
         chunk_size=chunk_size,
-        max_chars=max_chars,
-        use_cache=use_cache,
+        max_chars=request.max_chars,
+        use_cache=request.use_cache,
         resumed=False,
         rule=rule,
-        limit=limit,
-        sample=sample,
-        seed=seed,
+        limit=request.limit,
+        sample=request.sample,
+        seed=request.seed,
         shard=spec,
     )
     _check_span_texts_of(plan)
     record = RunRecord(
         run_id=run_id,
         kind="evaluate",
-        suite=suite or f"{dataset_path.stem}:{panel_spec.name}",
+        suite=request.suite or f"{dataset_path.stem}:{panel_spec.name}",
         status="running",
         started_at=datetime.now(UTC),
         finished_at=None,
@@ -557,12 +506,12 @@ def _new_run(
         parameters={
             "mapping": plan.mapping,
             "chunk_size": chunk_size,
-            "max_chars": max_chars,
-            "use_cache": use_cache,
-            "calibration": calibration,
-            "limit": limit,
-            "sample": sample,
-            "seed": seed,
+            "max_chars": request.max_chars,
+            "use_cache": request.use_cache,
+            "calibration": request.calibration,
+            "limit": request.limit,
+            "sample": request.sample,
+            "seed": request.seed,
             **({"shards": spec.count} if spec else {}),
         },
         flow_run_id=flow_run_id,
@@ -572,27 +521,26 @@ def _new_run(
     return plan, record
 
 
-def preflight_shard(
-    db: str | None, shard: str, run_id: str, take_over: bool, **options: Any
-) -> list[str]:
+def preflight_shard(request: RunRequest) -> list[str]:
     """What joining a sharded run checks, before Prefect starts: the shard agrees with the
-    run as its first shard stored it, and no live process holds it. ``options``: those of
-    :func:`plan_run` for a new run. Returns warnings to show (a lapsed claim taken over)."""
-    spec = checked_shard(shard, run_id, None)
-    assert spec is not None
+    run as its first shard stored it, and no live process holds it. Returns warnings to
+    show (a lapsed claim taken over)."""
+    spec = checked_shard(request.shard, request.run_id, None)
+    run_id = request.run_id
+    assert spec is not None and run_id is not None
     try:
         lease_seconds()  # a bad setting is told now, not by the flow
     except ShardError as error:
         raise RunSetupError(str(error)) from None
-    store = Store(db)
+    store = Store(request.db)
     store.migrate()
     stored = store.get_run(run_id)
     if stored is None:
         return []  # this shard will create it
-    plan, record = _new_run(store, spec, run_id, flow_run_id=None, **options)
+    plan, record = _new_run(store, spec, request, flow_run_id=None)
     _check_joinable(plan, stored, record, spec)
     try:
-        taken_over = check_claim(store, run_id, spec, take_over=take_over)
+        taken_over = check_claim(store, run_id, spec, take_over=request.take_over)
     except ShardError as error:
         raise RunSetupError(str(error)) from None
     return [taken_over] if taken_over else []
@@ -605,27 +553,6 @@ def _check_joinable(plan: RunPlan, stored: RunRecord, record: RunRecord, spec: S
             f"shard {spec} of run {plan.run_id}: {'; '.join(differences)}; every shard of "
             "a run is started with the same dataset, panel and options"
         )
-
-
-def checked_shard(shard: str | None, run_id: str | None, resume: str | None) -> ShardSpec | None:
-    """``--shard I/N`` with its ``--run-id``, checked before anything is opened."""
-    try:
-        if shard is None:
-            if run_id is not None:
-                raise ShardError(
-                    "--run-id names a sharded run: give --shard I/N with it (or drop it)"
-                )
-            return None
-        if resume:
-            raise ShardError(
-                "--shard resumes by itself: run the same --shard I/N --run-id RUN again "
-                "(drop --resume)"
-            )
-        spec = parse_shard(shard)
-        check_run_id(run_id)
-    except ShardError as error:
-        raise RunSetupError(str(error)) from None
-    return spec
 
 
 # What every shard of a run must have been started with alike.
@@ -779,9 +706,10 @@ def _prompt_file_warnings(panel: PanelSpec) -> list[str]:
     return warnings
 
 
-def _resume_plan(
-    store: Store, run_id: str, chunk_size: int | None, use_cache: bool, flow_run_id: str | None
-) -> RunPlan:
+def _resume_plan(store: Store, request: RunRequest, flow_run_id: str | None) -> RunPlan:
+    run_id = request.resume
+    assert run_id is not None
+    chunk_size, use_cache = request.chunk_size, request.use_cache
     run, panel_spec, warnings = _resumable(store, run_id)
     for warning in warnings:  # the command line showed them already; flows called directly
         logger.warning(warning)

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from juryflow.analysis.agreement_report import agreement_report
 from juryflow.cli import app
 from juryflow.maths.records import GoldLabels
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
 from tests.test_views import HAND, HAND_GOLD, build_store, failed, score_judgment
 
@@ -33,7 +34,7 @@ def offline_db(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) 
     from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("cli") / "offline.duckdb"
-    asyncio.run(evaluate(db=str(db)))
+    asyncio.run(evaluate(RunRequest(db=str(db))))
     yield str(db)
 
 

@@ -30,6 +30,7 @@ def test_the_api_is_small_documented_and_loads_lazily() -> None:
         "JuryStore",
         "Run",
         "RunInterrupted",
+        "RunRequest",
         "Thresholds",
         "__version__",
         "estimate",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from juryflow.flows.artifacts import rounded, rounded_table
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import REPO
 
 SAMPLE = REPO / "examples" / "ragtruth_data2txt_sample.jsonl"
@@ -60,10 +61,10 @@ def test_regression_links_its_report_and_rounds_its_tables(tmp_path: Path) -> No
     )
     report = tmp_path / "reports" / "nightly.html"
     state = asyncio.run(
-        regression(  # type: ignore[call-overload]
-            dataset=str(subset),
-            db=str(tmp_path / "store.duckdb"),
-            suite="artifacts-test",
+        regression(
+            RunRequest(
+                dataset=str(subset), db=str(tmp_path / "store.duckdb"), suite="artifacts-test"
+            ),
             report=str(report),
             return_state=True,
         )

@@ -28,6 +28,7 @@ from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
 from juryflow.judges.budget import BUDGET_EXIT_CODE
 from juryflow.judges.providers.price import Price
 from juryflow.maths.records import unscored
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.batches import stats_of
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
@@ -54,7 +55,7 @@ def panel_file(
 
 def run(db: Path, panel: Path | None = None, **options: Any) -> dict[str, Any]:
     where = {"dataset": str(SAMPLE), "panel": str(panel)} if panel is not None else {}
-    return asyncio.run(evaluate(db=str(db), use_cache=False, **where, **options))
+    return asyncio.run(evaluate(RunRequest(db=str(db), use_cache=False, **where, **options)))
 
 
 def rows(db: Path, run_id: str, sql: str) -> list[tuple[Any, ...]]:
@@ -138,8 +139,8 @@ def test_a_dry_run_costs_batch_judges_at_batch_prices() -> None:
     from juryflow.planning.dry_run import estimate_run
 
     panel = str(REPO / "examples" / "panel.stub.yaml")
-    full = estimate_run(str(SAMPLE), panel, limit=10)
-    batch = estimate_run(str(SAMPLE), panel, limit=10, batch=True)
+    full = estimate_run(RunRequest(dataset=str(SAMPLE), panel=panel, limit=10))
+    batch = estimate_run(RunRequest(dataset=str(SAMPLE), panel=panel, limit=10, batch=True))
     for real_time, batched in zip(full.judges, batch.judges, strict=True):
         assert batched.batch is (real_time.model is not None)
         assert batched.cost_usd == pytest.approx((real_time.cost_usd or 0) / 2)

@@ -27,6 +27,7 @@ from juryflow.maths.bias import (
     position_shift,
     rate_difference,
 )
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.simulator import Gold, GoldEntry, SimScore, SimSpans, parse_sim, sim_answer
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE, SHARED_DATA
@@ -291,12 +292,13 @@ def bias_run(
         panel.write_text(shipped.replace("http://127.0.0.1:8765", base) + scorer, "utf-8")
         asyncio.run(
             evaluate(
-                dataset=str(DATA),
-                panel=str(panel),
-                db=str(db),
-                use_cache=False,
-                # The score prompt's slots; the span prompt reads reference and response.
-                mapping={"input": "reference", "output": "response"},
+                RunRequest(
+                    dataset=str(DATA),
+                    panel=str(panel),
+                    db=str(db),
+                    use_cache=False,
+                    mapping={"input": "reference", "output": "response"},
+                )
             )
         )
     yield db, bias_report(Store(db))
@@ -392,12 +394,14 @@ def test_an_early_stopped_run_is_probed_on_its_audit_sample(
         db = tmp_path / "early.duckdb"
         summary = asyncio.run(
             evaluate(
-                dataset=str(SAMPLE),
-                panel=str(panel),
-                db=str(db),
-                use_cache=False,
-                early_stop=True,
-                audit_fraction=0.5,
+                RunRequest(
+                    dataset=str(SAMPLE),
+                    panel=str(panel),
+                    db=str(db),
+                    use_cache=False,
+                    early_stop=True,
+                    audit_fraction=0.5,
+                )
             )
         )
     assert summary["skipped_decided"] > 0

@@ -27,6 +27,7 @@ from juryflow.maths.calibration.procedure import (
     word_ids,
 )
 from juryflow.maths.reducers import ConsensusRule
+from juryflow.planning.run_request import RunRequest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth"
 
@@ -208,7 +209,7 @@ def labelled_run(tmp_path: Path, prefect_harness: None) -> tuple[Path, str]:
         "\n".join(source.read_text(encoding="utf-8").splitlines()[:60]) + "\n", encoding="utf-8"
     )
     db = tmp_path / "store.duckdb"
-    summary = asyncio.run(evaluate(dataset=str(subset), db=str(db)))
+    summary = asyncio.run(evaluate(RunRequest(dataset=str(subset), db=str(db))))
     return db, str(summary["run_id"])
 
 

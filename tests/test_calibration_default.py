@@ -27,6 +27,7 @@ from juryflow.maths.calibration.data import (
 )
 from juryflow.maths.calibration.procedure import Candidate, Choice, calibrate, choose, grouped_folds
 from juryflow.maths.reducers import ConsensusRule
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SHARED_DATA
 from tests.test_calibration import synthetic
 
@@ -88,7 +89,9 @@ def specialist_runs(
         panel = _panel(tmp / "panel.yaml", stub.openai_base_url)
         for task, dataset in files.items():
             db = tmp / f"{task}.duckdb"
-            summary = asyncio.run(evaluate(dataset=str(dataset), panel=str(panel), db=str(db)))
+            summary = asyncio.run(
+                evaluate(RunRequest(dataset=str(dataset), panel=str(panel), db=str(db)))
+            )
             store = Store(db)
             rows = calibration_rows(store, str(summary["run_id"]), None)
             out[task] = calibration_data(rows, quorum=2)

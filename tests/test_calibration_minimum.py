@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from juryflow.analysis.calibrate import MIN_LABELLED_PER_FOLD
 from juryflow.cli import app
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
 from tests.test_export_annotations import _annotate_queue
 
@@ -30,7 +31,7 @@ def offline_run(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory)
     from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("minimum") / "offline.duckdb"
-    asyncio.run(evaluate(db=str(db)))
+    asyncio.run(evaluate(RunRequest(db=str(db))))
     return db
 
 

@@ -12,6 +12,7 @@ import pytest
 import juryflow.flows.evaluate as evaluate_module
 from juryflow.flows.evaluate import evaluate
 from juryflow.flows.runtime.collector import start_up_objects_frozen
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SAMPLE
 
 
@@ -37,7 +38,7 @@ def test_a_run_judges_with_start_up_objects_frozen(
     monkeypatch.setattr(evaluate_module, "judge_dataset", watched)
     subset = tmp_path / "subset.jsonl"
     subset.write_text("\n".join(SAMPLE.read_text().splitlines()[:5]) + "\n")
-    summary = asyncio.run(evaluate(dataset=str(subset), db=str(db_path)))
+    summary = asyncio.run(evaluate(RunRequest(dataset=str(subset), db=str(db_path))))
     assert summary["items"] == 5
     # Prefect's, pydantic's and juryflow's modules at least: far more than the run makes.
     assert frozen_while_judging and frozen_while_judging[0] > 10_000

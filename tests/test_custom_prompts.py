@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.judges.panel import JudgeSpec, PanelError, load_panel, parse_panel
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
@@ -239,10 +240,12 @@ def test_a_file_prompt_run_stores_its_hash_with_every_judgment(
     )
     summary = asyncio.run(
         evaluate(
-            dataset=str(subset),
-            panel=str(panel_file),
-            db=str(db_path),
-            mapping={"article": "response"},
+            RunRequest(
+                dataset=str(subset),
+                panel=str(panel_file),
+                db=str(db_path),
+                mapping={"article": "response"},
+            )
         )
     )
     assert summary["judgments"] == 18 and stub.stats.requests() == 12
@@ -277,7 +280,7 @@ def test_a_resume_judges_with_the_stored_text_and_says_the_file_changed(
     stub: StubHandle, subset: Path, tmp_path: Path, db_path: Path
 ) -> None:
     from juryflow.flows.evaluate import evaluate
-    from juryflow.planning.run_setup import ResumeRequest, RunSetupError, plan_run, preflight_resume
+    from juryflow.planning.run_setup import RunSetupError, plan_run, preflight_resume
 
     panel_file = project(
         tmp_path,
@@ -286,19 +289,28 @@ def test_a_resume_judges_with_the_stored_text_and_says_the_file_changed(
     )
     # A run that stopped before its first call: created, never judged.
     plan = plan_run(
-        dataset=str(subset), panel=str(panel_file), db=str(db_path), resume=None, suite=None,
-        chunk_size=200, quorum=None, mapping=None, use_cache=True,
-    )  # fmt: skip
+        RunRequest(
+            dataset=str(subset),
+            panel=str(panel_file),
+            db=str(db_path),
+            resume=None,
+            suite=None,
+            chunk_size=200,
+            quorum=None,
+            mapping=None,
+            use_cache=True,
+        )
+    )
     edited = SCORE_PROMPT.replace("Rate how much", "EDITED: rate how much")
     (panel_file.parent / "prompts" / "p.txt").write_text(edited, encoding="utf-8")
 
-    warnings = preflight_resume(str(db_path), plan.run_id)
+    warnings = preflight_resume(RunRequest(db=str(db_path), resume=plan.run_id))
     assert len(warnings) == 1 and "prompt file" in warnings[0] and "changed" in warnings[0]
     assert "uses the run's stored prompt text" in warnings[0]
     with pytest.raises(RunSetupError, match=r"p\.txt changed since the run started"):
-        preflight_resume(str(db_path), plan.run_id, ResumeRequest(panel=str(panel_file)))
+        preflight_resume(RunRequest(db=str(db_path), resume=plan.run_id, panel=str(panel_file)))
 
-    summary = asyncio.run(evaluate(resume=plan.run_id, db=str(db_path)))
+    summary = asyncio.run(evaluate(RunRequest(resume=plan.run_id, db=str(db_path))))
     assert summary["judgments"] == 6
     _, rows = Store(db_path).query(
         "SELECT DISTINCT prompt_hash FROM judgments WHERE run_id = ?", [plan.run_id]
@@ -326,9 +338,12 @@ def test_a_file_prompt_travels_to_dask_worker_processes(
     )
     flow = evaluate.with_options(task_runner=runner)
     summary = asyncio.run(
+        # dask: the chunk tasks go to the task runner's workers (this one, a local cluster)
         flow(
-            dataset=str(subset), panel=str(panel_file), db=str(db_path), chunk_size=3,
-            distributed=True,
+            RunRequest(
+                dataset=str(subset), panel=str(panel_file), db=str(db_path), chunk_size=3,
+                dask="local",
+            )
         )
     )  # fmt: skip
     _, rows = Store(db_path).query(
@@ -402,12 +417,36 @@ def test_span_judges_must_flag_spans_in_one_text(
     # The detector flags the response; spans into the reference would be voted on as
     # offsets of the same text.
     with pytest.raises(RunSetupError, match="flag spans in different texts") as raised:
-        preflight(str(subset), str(panel_file), {"article": "reference"}, db=str(db_path))
+        preflight(
+            RunRequest(
+                dataset=str(subset),
+                panel=str(panel_file),
+                mapping={"article": "reference"},
+                db=str(db_path),
+            )
+        )
     assert "--map VAR=COLUMN" in str(raised.value) and "\n" not in str(raised.value)
-    assert preflight(str(subset), str(panel_file), {"article": "response"}, db=str(db_path)) == []
+    assert (
+        preflight(
+            RunRequest(
+                dataset=str(subset),
+                panel=str(panel_file),
+                mapping={"article": "response"},
+                db=str(db_path),
+            )
+        )
+        == []
+    )
     # the dry run refuses what the run would
     from juryflow.planning.dry_run import estimate_run
 
     with pytest.raises(RunSetupError, match="flag spans in different texts"):
-        estimate_run(str(subset), str(panel_file), {"article": "reference"}, db=str(db_path))
+        estimate_run(
+            RunRequest(
+                dataset=str(subset),
+                panel=str(panel_file),
+                mapping={"article": "reference"},
+                db=str(db_path),
+            )
+        )
     assert stub.stats.requests() == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -28,10 +29,11 @@ def test_chunk_tasks_run_on_a_local_dask_cluster(db_path: Path, tmp_path: Path) 
     )
     flow = evaluate.with_options(task_runner=runner)
     summary = asyncio.run(
-        flow(dataset=str(subset), db=str(db_path), chunk_size=8, distributed=True)
+        # dask: the chunk tasks go to the task runner's workers (this one, a local cluster)
+        flow(RunRequest(dataset=str(subset), db=str(db_path), chunk_size=8, dask="local"))
     )
     assert summary["items"] == 24 and summary["judgments"] == 72
-    local = asyncio.run(evaluate(dataset=str(subset), db=str(db_path), chunk_size=8))
+    local = asyncio.run(evaluate(RunRequest(dataset=str(subset), db=str(db_path), chunk_size=8)))
     from juryflow.storage.store import Store
 
     _, rows = Store(db_path).query(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import REPO
 from tests.prefect_server import running_prefect_server
 
@@ -45,7 +46,11 @@ def test_prefect_yaml_validates_with_prefects_loader() -> None:
         # every parameter is one the flow accepts
         flow = load_flow_from_entrypoint(str(REPO / deployment["entrypoint"]))
         accepted = set(flow.parameters.properties)
-        assert set(deployment.get("parameters") or {}) <= accepted, deployment["name"]
+        parameters = deployment.get("parameters") or {}
+        assert set(parameters) <= accepted, deployment["name"]
+        # a run's settings are one request, each a field of RunRequest
+        assert set(parameters.get("request") or {}) <= set(RunRequest.model_fields)
+        RunRequest.of(**(parameters.get("request") or {}))
         if deployment["name"] not in nightly:
             assert not deployment.get("schedules"), deployment["name"]  # started on demand
             continue
@@ -55,8 +60,8 @@ def test_prefect_yaml_validates_with_prefects_loader() -> None:
         assert len(schedules) == 1
         assert schedules[0]["schedule"].timezone == "UTC"
         # the paths exist in the checkout
-        assert (REPO / deployment["parameters"]["dataset"]).is_file()
-        assert (REPO / deployment["parameters"]["panel"]).is_file()
+        assert (REPO / parameters["request"]["dataset"]).is_file()
+        assert (REPO / parameters["request"]["panel"]).is_file()
     assert by_name["regression-nightly"]["parameters"]["baseline"] == "last"
 
 
@@ -67,8 +72,8 @@ def test_serve_builds_both_scheduled_deployments() -> None:
         dataset="data.jsonl", evaluate_cron="0 3 * * *", timezone="Europe/Paris"
     )
     assert (evaluate_d.name, regression_d.name) == ("evaluate-serve", "regression-serve")
-    assert evaluate_d.parameters == {"dataset": "data.jsonl"}
-    assert regression_d.parameters == {"dataset": "data.jsonl", "baseline": "last"}
+    assert evaluate_d.parameters == {"request": {"dataset": "data.jsonl"}}
+    assert regression_d.parameters == {"request": {"dataset": "data.jsonl"}, "baseline": "last"}
     schedule = evaluate_d.schedules[0].schedule
     assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "Europe/Paris")
 
@@ -93,19 +98,15 @@ def test_prefect_yaml_suite_is_the_cli_default(tmp_path: Path) -> None:
 
     deployments, _, _ = _load()
     for deployment in deployments:
-        parameters = deployment.get("parameters") or {}
+        parameters = (deployment.get("parameters") or {}).get("request") or {}
         if "suite" not in parameters:  # the sharded ones take no suite of their own
             continue
         plan = plan_run(
-            dataset=str(REPO / parameters["dataset"]),
-            panel=str(REPO / parameters["panel"]),
-            db=str(tmp_path / f"{deployment['name']}.duckdb"),
-            resume=None,
-            suite=None,
-            chunk_size=200,
-            quorum=None,
-            mapping=None,
-            use_cache=True,
+            RunRequest(
+                dataset=str(REPO / parameters["dataset"]),
+                panel=str(REPO / parameters["panel"]),
+                db=str(tmp_path / f"{deployment['name']}.duckdb"),
+            )
         )
         run = plan.store.get_run(plan.run_id)
         assert run is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.planning.dry_run import CHARS_PER_TOKEN, DEFAULT_OUTPUT_TOKENS, estimate_run
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.test_faults import synthetic_dataset
@@ -84,11 +85,15 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
     monkeypatch.setenv(KEY, "sk-dry-run")
     with running_stub_server(StubConfig()) as stub:
         panel = stub_panel(tmp_path / "panel.yaml", stub)
-        before = estimate_run(str(dataset), str(panel), db=str(db), limit=6)
+        before = estimate_run(
+            RunRequest(dataset=str(dataset), panel=str(panel), db=str(db), limit=6)
+        )
         assert stub.stats.requests() == 0 and not db.exists()
-        result = asyncio.run(evaluate(dataset=str(dataset), panel=str(panel), db=str(db), limit=6))
+        result = asyncio.run(
+            evaluate(RunRequest(dataset=str(dataset), panel=str(panel), db=str(db), limit=6))
+        )
         assert stub.stats.requests() == 12
-        after = estimate_run(str(dataset), str(panel), db=str(db))
+        after = estimate_run(RunRequest(dataset=str(dataset), panel=str(panel), db=str(db)))
         assert stub.stats.requests() == 12
     _, rows = Store(db).query(
         "SELECT judge_id, sum(input_tokens), avg(output_tokens), sum(cost_usd) "
@@ -133,7 +138,9 @@ def test_the_estimate_matches_the_run_and_sees_the_cache(
     assert (reused["b"].cached, reused["b"].calls) == (6, 3)
     assert reused["a"].output_basis == "mean of 6 earlier calls in the store"
     assert reused["a"].output_tokens_each == pytest.approx(spent["a"][1])
-    no_cache = estimate_run(str(dataset), str(panel), db=str(db), use_cache=False)
+    no_cache = estimate_run(
+        RunRequest(dataset=str(dataset), panel=str(panel), db=str(db), use_cache=False)
+    )
     assert {e.judge_id: e.calls for e in no_cache.judges} == {"a": 9, "b": 9, "n": 0}
     _, runs = Store(db).query("SELECT count(*) FROM runs")
     assert runs == [(1,)]  # the estimates wrote no run
@@ -147,9 +154,16 @@ def test_sample_and_map_are_applied_as_the_run_applies_them(tmp_path: Path) -> N
     )
     with running_stub_server(StubConfig()) as stub:
         panel = stub_panel(tmp_path / "panel.yaml", stub)
-        sampled = estimate_run(str(renamed), str(panel), {"response": "answer", "output": "answer"},
-                               sample=7,
-                               seed=3, db=str(tmp_path / "none.duckdb"))  # fmt: skip
+        sampled = estimate_run(
+            RunRequest(
+                dataset=str(renamed),
+                panel=str(panel),
+                mapping={"response": "answer", "output": "answer"},
+                sample=7,
+                seed=3,
+                db=str(tmp_path / "none.duckdb"),
+            )
+        )
     assert sampled.items == 7
     assert {e.judge_id: e.calls for e in sampled.judges} == {"a": 7, "b": 7, "n": 0}
 
@@ -158,13 +172,22 @@ def test_the_dry_run_refuses_what_the_run_would_refuse(tmp_path: Path) -> None:
     dataset = synthetic_dataset(tmp_path / "items.jsonl", 3)
     with running_stub_server(StubConfig()) as stub:
         unpriced = stub_panel(tmp_path / "panel.yaml", stub, priced=False)
-        no_price = cli(str(dataset), "--panel", str(unpriced), "--dry-run", "--max-cost", "1",
-                       "--db", str(tmp_path / "s.duckdb"))  # fmt: skip
+        no_price = cli(
+            str(dataset),
+            "--panel",
+            str(unpriced),
+            "--dry-run",
+            "--max-cost",
+            "1",
+            "--db",
+            str(tmp_path / "s.duckdb"),
+        )
         missing = cli(str(tmp_path / "absent.jsonl"), "--dry-run")
         resumed = cli("--dry-run", "--resume", "whatever", "--db", str(tmp_path / "s.duckdb"))
         # without --max-cost an unknown price is a note and an n/a, not a refusal
-        shown = cli(str(dataset), "--panel", str(unpriced), "--dry-run",
-                    "--db", str(tmp_path / "s.duckdb"))  # fmt: skip
+        shown = cli(
+            str(dataset), "--panel", str(unpriced), "--dry-run", "--db", str(tmp_path / "s.duckdb")
+        )
         assert stub.stats.requests() == 0
     assert no_price.returncode == 2
     assert "prices: {stub-spans-good:" in no_price.stderr

@@ -10,6 +10,7 @@ import pytest
 
 from juryflow.judges.pricing import cached_prefix_tokens
 from juryflow.planning.dry_run import CHARS_PER_TOKEN, estimate_run
+from juryflow.planning.run_request import RunRequest
 from juryflow.prompts.loader import load_template
 from tests.test_faults import synthetic_dataset
 
@@ -54,7 +55,9 @@ def test_the_static_part_is_one_write_then_reads_and_the_assumption_is_said(
         + _judge("local", "openai", "llama", ", base_url: 'http://127.0.0.1:9/v1'")
         + _judge("batched", "anthropic", "claude-sonnet-4-5", ", batch: true"),
     )
-    result = estimate_run(str(dataset), str(panel), db=str(tmp_path / "none.duckdb"))
+    result = estimate_run(
+        RunRequest(dataset=str(dataset), panel=str(panel), db=str(tmp_path / "none.duckdb"))
+    )
     by_id = {e.judge_id: e for e in result.judges}
     assert {e.calls for e in result.judges} == {10}
 
@@ -98,7 +101,9 @@ def test_a_prompt_without_a_static_part_says_nothing_of_the_cache(tmp_path: Path
     judge = _judge("s", "anthropic", "claude-sonnet-4-5").replace(
         "data2txt_spans", "hallucination_score"
     )
-    result = estimate_run(str(dataset), str(_panel(tmp_path / "panel.yaml", judge)))
+    result = estimate_run(
+        RunRequest(dataset=str(dataset), panel=str(_panel(tmp_path / "panel.yaml", judge)))
+    )
     [estimate] = result.judges
     assert estimate.cache_tokens == (0, 0)
     assert not [note for note in result.notes if note.startswith("prompt cache")]

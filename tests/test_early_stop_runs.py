@@ -12,6 +12,7 @@ import pytest
 
 from juryflow.flows.evaluate import evaluate
 from juryflow.maths.early_stop import in_audit
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
@@ -30,7 +31,11 @@ def sim_panel(path: Path, stub: StubHandle, extra: str = "") -> Path:
 
 def _run(db: Path, panel: Path, **options: Any) -> dict[str, Any]:
     return asyncio.run(
-        evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False, **options)
+        evaluate(
+            RunRequest(
+                dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False, **options
+            )
+        )
     )
 
 
@@ -135,7 +140,11 @@ def test_a_rule_that_cannot_prove_exactness_calls_every_judge(
     monkeypatch.setenv(KEY_ENV, "sk-early-stop")
     weighted = "consensus: {verdict: weighted, weights: {strong: 2}}\nearly_stop: true\n"
     panel = sim_panel(tmp_path / "panel.yaml", stub, weighted)
-    warnings = preflight(str(SAMPLE), str(panel), None, db=str(tmp_path / "w.duckdb"))
+    warnings = preflight(
+        RunRequest(
+            dataset=str(SAMPLE), panel=str(panel), mapping=None, db=str(tmp_path / "w.duckdb")
+        )
+    )
     assert warnings == [
         "early_stop is off for this run: verdict rule weighted is not proved exact "
         "(a weight can turn a vote around); every judge is called"
@@ -172,7 +181,7 @@ def test_a_resumed_early_stopped_run_calls_no_judge_twice_and_none_it_left_out(
     first_calls = stub.stats.requests()
     assert 0 < first_calls < whole_calls
     resumed = asyncio.run(
-        evaluate(resume=run_id, db=str(tmp_path / "resumed.duckdb"), chunk_size=10)
+        evaluate(RunRequest(resume=run_id, db=str(tmp_path / "resumed.duckdb"), chunk_size=10))
     )
     assert stub.stats.requests() == whole_calls
     assert _rows(tmp_path / "resumed.duckdb", resumed["run_id"], DECISION) == _rows(

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from juryflow.analysis.agreement_report import agreement_report
 from juryflow.cli import app
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.annotations import (
     NewAnnotation,
     SpanDecision,
@@ -39,7 +40,7 @@ def offline_run(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory)
     from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("export") / "offline.duckdb"
-    asyncio.run(evaluate(db=str(db)))
+    asyncio.run(evaluate(RunRequest(db=str(db))))
     return db
 
 

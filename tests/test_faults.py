@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
@@ -61,7 +62,9 @@ def test_every_pair_ends_with_exactly_one_row_under_faults(
             encoding="utf-8",
         )
         summary = asyncio.run(
-            evaluate(dataset=str(dataset), panel=str(panel), db=str(db_path), chunk_size=250)
+            evaluate(
+                RunRequest(dataset=str(dataset), panel=str(panel), db=str(db_path), chunk_size=250)
+            )
         )
         outcomes = stub.stats.snapshot()["by_outcome"]
 

@@ -27,6 +27,7 @@ from juryflow.maths.regression_stats import (
     min_wilcoxon_p,
     regression_message,
 )
+from juryflow.planning.run_request import RunRequest
 from juryflow.prompts.loader import load_template
 from juryflow.storage.datasets import RowError, read_items
 from juryflow.storage.store import RunRecord, Store
@@ -136,15 +137,17 @@ def test_plan_run_rejects_an_out_of_range_quorum_before_the_run_row(
     db = tmp_path / "q.duckdb"
     with pytest.raises(RunSetupError, match=f"--quorum {quorum} is out of range"):
         plan_run(
-            dataset=str(SAMPLE),
-            panel=None,
-            db=str(db),
-            resume=None,
-            suite=None,
-            chunk_size=10,
-            quorum=quorum,
-            mapping=None,
-            use_cache=False,
+            RunRequest(
+                dataset=str(SAMPLE),
+                panel=None,
+                db=str(db),
+                resume=None,
+                suite=None,
+                chunk_size=10,
+                quorum=quorum,
+                mapping=None,
+                use_cache=False,
+            )
         )
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -168,7 +171,7 @@ def test_preflight_accepts_every_quorum_the_panel_allows() -> None:
     from juryflow.planning.run_setup import preflight
 
     for quorum in (None, 1, 2, 3):
-        preflight(str(SAMPLE), None, {}, quorum)
+        preflight(RunRequest(dataset=str(SAMPLE), panel=None, mapping={}, quorum=quorum))
 
 
 # -- 4. gold labels are checked against the judged text at load -------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
@@ -67,7 +68,9 @@ def test_mixed_panel_runs_end_to_end_and_the_cache_saves_every_call(
     monkeypatch.setenv("JURYFLOW_TEST_KEY", KEY)
     panel = write_panel(tmp_path / "panel.yaml", stub)
 
-    first = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    first = asyncio.run(
+        evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    )
     calls = stub.stats.requests()
     assert calls == 24  # 12 items x 2 model judges; the detector makes no call
     assert first["judgments"] == 36 and first["items"] == 12
@@ -92,7 +95,9 @@ def test_mixed_panel_runs_end_to_end_and_the_cache_saves_every_call(
     )
     assert {k for (k,) in kinds} & {"normalized", "fuzzy"}
 
-    second = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    second = asyncio.run(
+        evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    )
     assert stub.stats.requests() == calls  # zero model calls the second time
     assert second["cache_hits"] == 24
     _, same = store.query(
@@ -102,7 +107,11 @@ def test_mixed_panel_runs_end_to_end_and_the_cache_saves_every_call(
     )
     assert same[0][0] == 36
 
-    asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path), use_cache=False))
+    asyncio.run(
+        evaluate(
+            RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path), use_cache=False)
+        )
+    )
     assert stub.stats.requests() == 2 * calls  # --no-cache calls again
 
 
@@ -114,5 +123,5 @@ def test_a_missing_key_stops_the_run_before_any_call(
     monkeypatch.delenv("JURYFLOW_TEST_KEY", raising=False)
     panel = write_panel(tmp_path / "panel.yaml", stub)
     with pytest.raises(MissingKeyError, match="JURYFLOW_TEST_KEY"):
-        asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+        asyncio.run(evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path))))
     assert stub.stats.requests() == 0

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -25,7 +26,7 @@ def _count(db: Path, sql: str) -> int:
 
 
 def test_bundled_sample_through_the_offline_panel(db_path: Path) -> None:
-    summary = asyncio.run(evaluate(db=str(db_path), chunk_size=25))
+    summary = asyncio.run(evaluate(RunRequest(db=str(db_path), chunk_size=25)))
     assert summary["items"] == 60 and summary["judges"] == 3
     assert summary["scored"] + summary["unscored"] == 180
     # exactly one judgments row per (item, judge) and one consensus row per item
@@ -63,7 +64,9 @@ def test_run_records_panel_prompts_dataset_and_times(db_path: Path, tmp_path: Pa
         "  - {id: names, provider: offline, detector: names}\n",
         encoding="utf-8",
     )
-    summary = asyncio.run(evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db_path)))
+    summary = asyncio.run(
+        evaluate(RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(db_path)))
+    )
     con = duckdb.connect(str(db_path), read_only=True)
     row = con.execute(
         "SELECT panel_name, quorum, n_judges, dataset, started_at <= finished_at, status, "

@@ -7,6 +7,7 @@ exit 0; ``--resume`` silently mixed edited, deleted and added rows into the run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.planning.run_setup import RunSetupError, plan_run, preflight_resume
+from juryflow.planning.run_request import RunRequest
+from juryflow.planning.run_setup import RunSetupError, preflight_resume
 from juryflow.storage.datasets import dataset_fingerprint
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
@@ -83,22 +85,20 @@ def test_a_number_out_of_range_is_refused_before_any_work(
 
 def test_chunk_size_zero_used_to_finish_with_no_items(tmp_path: Path) -> None:
     """The attack as reported, at the flow's own door: a flow called directly (a deployment,
-    a script) gets the same refusal as the command line, before the store is opened."""
+    a script) gets the same refusal as the command line, before the store is opened. The
+    refusal is the request's own: ``RunRequest.of`` says it in one line, and the flow's
+    parameter validation refuses the same request before the flow body starts."""
+    from prefect.exceptions import ParameterTypeError
+
+    from juryflow.flows.evaluate import evaluate
+
     db = tmp_path / "s.duckdb"
     for chunk_size, max_chars, flag in ((0, 10, "--chunk-size 0"), (5, 0, "--max-chars 0")):
+        settings = dict(db=str(db), chunk_size=chunk_size, max_chars=max_chars)
         with pytest.raises(RunSetupError, match=flag):
-            plan_run(
-                dataset=str(SAMPLE),
-                panel=None,
-                db=str(db),
-                resume=None,
-                suite=None,
-                chunk_size=chunk_size,
-                quorum=None,
-                mapping=None,
-                use_cache=False,
-                max_chars=max_chars,
-            )
+            RunRequest.of(dataset=str(SAMPLE), **settings)
+        with pytest.raises(ParameterTypeError, match=flag):
+            asyncio.run(evaluate(request=settings))  # type: ignore[arg-type]  # a deployment's
     assert not db.exists()
 
 
@@ -197,7 +197,7 @@ def test_a_run_from_before_fingerprints_resumes_with_a_warning(
     con = duckdb.connect(str(db))
     con.execute("UPDATE runs SET dataset_fingerprint = NULL WHERE run_id = ?", [run_id])
     con.close()
-    assert any("cannot tell" in w for w in preflight_resume(str(db), run_id))
+    assert any("cannot tell" in w for w in preflight_resume(RunRequest(db=str(db), resume=run_id)))
     result = runner.invoke(app, ["run", "--resume", run_id, "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "cannot tell" in result.output

@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from juryflow.cli import app
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.batches import stats_of
 from juryflow.standin.dialects import DIALECTS, PREAMBLE
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
@@ -171,7 +172,11 @@ def test_answers_of_every_form_are_parsed_anchored_or_unscored_with_a_reason(
     panel = tmp_path / "forms.yaml"
     panel.write_text("\n".join(lines) + "\n", encoding="utf-8")
     db = tmp_path / "store.duckdb"
-    summary = asyncio.run(evaluate(str(SAMPLE), str(panel), str(db), use_cache=False, limit=3))
+    summary = asyncio.run(
+        evaluate(
+            RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False, limit=3)
+        )
+    )
     judged = rows(
         db,
         summary["run_id"],
@@ -214,7 +219,16 @@ def test_batch_with_a_local_server_judges_in_real_time_with_one_warning(
     panel = local_panel(tmp_path / "panel.yaml", ollama.openai_base_url)
     db = tmp_path / "store.duckdb"
     summary = asyncio.run(
-        evaluate(str(SAMPLE), str(panel), str(db), use_cache=False, limit=3, batch=True)
+        evaluate(
+            RunRequest(
+                dataset=str(SAMPLE),
+                panel=str(panel),
+                db=str(db),
+                use_cache=False,
+                limit=3,
+                batch=True,
+            )
+        )
     )
     assert stats_of(ollama.server).get("batches_created") == 0
     (warning,) = summary["warnings"]

@@ -22,6 +22,7 @@ from juryflow.maths.calibration.data import CalibrationData
 from juryflow.maths.lossy_stop import close_enough, lossy_report, span_agreement, stoppable
 from juryflow.maths.records import Judgment, Span
 from juryflow.maths.reducers import ConsensusRule
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.reads.analysis import calibration_rows
@@ -112,7 +113,9 @@ def test_span_agreement_is_character_f1() -> None:
 
 
 def _run(db: Path, panel: Path) -> dict[str, Any]:
-    return asyncio.run(evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False))
+    return asyncio.run(
+        evaluate(RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(db), use_cache=False))
+    )
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from juryflow.flows.noise_check import (
     runnable_copy,
 )
 from juryflow.judges.panel import DEFAULT_PANEL, load_panel
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.datasets import dataset_fingerprint
 from juryflow.storage.store import RunRecord, Store
 from tests.conftest import REPO, SAMPLE
@@ -83,9 +84,9 @@ def test_a_changed_dataset_is_refused_before_judging(tmp_path: Path) -> None:
     store.migrate()
     store.create_run(replace(run, status="completed"))
     with pytest.raises(NoiseCheckError, match="changed since"):
-        asyncio.run(noise_check(store, None, "base", None, sample=5, seed=0))
+        asyncio.run(noise_check(store, RunRequest(), "base", sample=5, seed=0))
     with pytest.raises(NoiseCheckError, match="no such run"):
-        asyncio.run(noise_check(store, None, "nope", None, sample=5, seed=0))
+        asyncio.run(noise_check(store, RunRequest(), "nope", sample=5, seed=0))
 
 
 def test_the_stored_copy_is_yaml_the_panel_loader_reads(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from juryflow.cli import app
 from juryflow.maths.regression_stats import Thresholds, check_thresholds
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.comparisons import compare_stored
@@ -52,7 +53,7 @@ def test_aa_of_a_noisy_panel_is_not_flagged_with_the_noise_floor(
     with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as stub:
         panel = _noisy_panel(tmp_path / "noisy.yaml", stub)
         common = dict(dataset=str(SAMPLE), panel=str(panel), db=str(db_path), suite="aa")
-        first: Any = asyncio.run(cast(Any, regression(return_state=True, **common)))
+        first: Any = asyncio.run(cast(Any, regression(RunRequest(**common), return_state=True)))
         assert first.is_completed() and "is the baseline" in (first.message or "")
         # README: JURYFLOW_STUB_KEY=anything juryflow regression --panel
         # examples/panel.sim-noisy.yaml --no-cache --noise-floor --noise-sample 40

@@ -17,6 +17,7 @@ from rich.console import Console
 from juryflow.flows.artifacts import run_markdown
 from juryflow.flows.evaluate import evaluate
 from juryflow.maths.records import Judgment, Usage
+from juryflow.planning.run_request import RunRequest
 from juryflow.prompts.loader import load_template
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.reads.run_queries import list_runs
@@ -78,7 +79,11 @@ def test_a_run_stores_prices_and_shows_the_cache_counts(
 ) -> None:
     monkeypatch.setenv("JURYFLOW_TEST_KEY", KEY)
     summary = asyncio.run(
-        evaluate(dataset=str(subset), panel=str(_panel(tmp_path / "p.yaml", stub)), db=str(db_path))
+        evaluate(
+            RunRequest(
+                dataset=str(subset), panel=str(_panel(tmp_path / "p.yaml", stub)), db=str(db_path)
+            )
+        )
     )
     store = Store(db_path)
     run_id = summary["run_id"]

@@ -22,6 +22,7 @@ from juryflow.judges.providers.registry import (
     register_provider,
     registered_provider,
 )
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from tests import toy_provider
@@ -96,7 +97,9 @@ judges:
 """,
         encoding="utf-8",
     )
-    summary = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    summary = asyncio.run(
+        evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path)))
+    )
     assert stub.stats.requests("toy-judge-1") == 6
     _, rows = Store(db_path).query(
         "SELECT count(*), count(score), sum(input_tokens), sum(output_tokens), sum(cost_usd) "

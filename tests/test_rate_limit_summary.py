@@ -20,6 +20,7 @@ from juryflow.flows.runtime import interrupts
 from juryflow.judges.budget import BUDGET_EXIT_CODE
 from juryflow.judges.ratelimit import HEADER_PACING_ENV, reset_limiters
 from juryflow.judges.retry import backoff_delay
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.store import Store
 from juryflow.terminal.output import print_run_summary
@@ -98,7 +99,9 @@ def test_scripted_429s_are_counted_for_their_judge(
         panel = write_panel(
             tmp_path / "panel.yaml", stub, "stub-spans-good+429x3", "stub-spans-none"
         )
-        summary = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+        summary = asyncio.run(
+            evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path)))
+        )
         served = stub.stats.snapshot()["by_outcome"]
     assert served["429"] == 3
     assert summary["rate_limited"] == {"claude": 3, "gpt": 0}  # offline judges make no call
@@ -115,7 +118,9 @@ def test_the_summary_counts_what_the_server_answered(
     config = StubConfig(latency_ms=10, rpm_limit=4, rate_window=1.0)
     with running_stub_server(config) as stub:
         panel = write_panel(tmp_path / "panel.yaml", stub, "stub-spans-good", None)
-        summary = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db_path)))
+        summary = asyncio.run(
+            evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db_path)))
+        )
         served = stub.stats.snapshot()["by_outcome"].get("429", 0)
     assert summary["rate_limited"] == {"claude": served}
     if pacing:
@@ -146,14 +151,18 @@ def test_a_resumed_runs_summary_counts_the_first_invocations_429s(
         interrupts.take()
         with pytest.raises(CancelledRun):
             asyncio.run(
-                evaluate(dataset=str(subset), panel=str(panel), db=str(db_path), max_cost=0.005)
+                evaluate(
+                    RunRequest(
+                        dataset=str(subset), panel=str(panel), db=str(db_path), max_cost=0.005
+                    )
+                )
             )
         outcome = interrupts.take()
         assert outcome is not None and outcome.run_id is not None
         assert outcome.interruption.exit_code == BUDGET_EXIT_CODE
         first = served_429(stub)
         assert first > 0, "four calls a second, eight at once: the quota answers 429"
-        summary = asyncio.run(evaluate(resume=outcome.run_id, db=str(db_path)))
+        summary = asyncio.run(evaluate(RunRequest(resume=outcome.run_id, db=str(db_path))))
         total = served_429(stub)
     assert summary["run_id"] == outcome.run_id and summary["items"] == 12
     counts = summary["rate_limited"]

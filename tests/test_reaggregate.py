@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from juryflow.maths.consensus import item_consensus, majority_runs
 from juryflow.maths.records import Judgment, Span
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SAMPLE
 
 ITEM = "item-1"
@@ -70,7 +71,7 @@ def evaluated(tmp_path: Path, db_path: Path, prefect_harness: None) -> str:
     rows = SAMPLE.read_text(encoding="utf-8").splitlines()[:20]
     subset = tmp_path / "subset.jsonl"
     subset.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    summary = asyncio.run(evaluate(dataset=str(subset), db=str(db_path)))
+    summary = asyncio.run(evaluate(RunRequest(dataset=str(subset), db=str(db_path))))
     return str(summary["run_id"])
 
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from juryflow.flows.evaluate import evaluate
 from juryflow.flows.reaggregate import reaggregate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
@@ -38,7 +39,7 @@ def panel(tmp_path: Path, stub: StubHandle, monkeypatch: pytest.MonkeyPatch) -> 
 
 def _evaluate(db: Path, panel: Path, early_stop: bool) -> str:
     where = {"dataset": str(SAMPLE), "panel": str(panel), "db": str(db)}
-    summary = asyncio.run(evaluate(**where, use_cache=False, early_stop=early_stop))
+    summary = asyncio.run(evaluate(RunRequest(**where, use_cache=False, early_stop=early_stop)))
     return str(summary["run_id"])
 
 

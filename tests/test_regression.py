@@ -27,6 +27,7 @@ from juryflow.maths.regression_stats import (
     regression_message,
     verdict_flips,
 )
+from juryflow.planning.run_request import RunRequest
 from tests.conftest import SAMPLE
 
 # -- the maths, hand-computed ---------------------------------------------------------
@@ -192,11 +193,11 @@ def test_regression_flow_fails_naming_the_judge_that_changed(
     changed = _panel(tmp_path, "changed.yaml", "content")
     common = dict(dataset=str(subset), db=str(db_path), suite="nightly", chunk_size=10)
 
-    first = asyncio.run(regression(panel=good, return_state=True, **common))  # type: ignore[call-overload]
+    first = asyncio.run(regression(RunRequest(panel=good, **common), return_state=True))  # type: ignore[call-overload]
     assert first.is_completed(), first.message
     assert "is the baseline" in (first.message or "")
 
-    second = asyncio.run(regression(panel=changed, return_state=True, **common))  # type: ignore[call-overload]
+    second = asyncio.run(regression(RunRequest(panel=changed, **common), return_state=True))  # type: ignore[call-overload]
     assert second.is_failed()
     message = second.message or ""
     assert message.startswith("regressed: ")
@@ -234,7 +235,7 @@ def test_regression_flow_fails_naming_the_judge_that_changed(
     assert judges["names"] == 0.0 and judges["content"] == 0.0 and judges["numbers"] > 0.1
 
     # A regressed run is not the next baseline: the third run is compared with the first.
-    third = asyncio.run(regression(panel=good, return_state=True, **common))  # type: ignore[call-overload]
+    third = asyncio.run(regression(RunRequest(panel=good, **common), return_state=True))  # type: ignore[call-overload]
     assert third.is_completed() and third.message == "no regression"
     result = third.result()
     assert result["comparison"]["baseline_run_id"] == runs[0][0]
@@ -273,7 +274,9 @@ def test_pinned_baseline_that_does_not_exist_fails_before_judging(
     from juryflow.flows.regression import regression
 
     state = asyncio.run(
-        regression(dataset=str(subset), db=str(db_path), baseline="nope", return_state=True)  # type: ignore[call-overload]
+        regression(
+            RunRequest(dataset=str(subset), db=str(db_path)), baseline="nope", return_state=True
+        )  # type: ignore[call-overload]
     )
     assert state.is_failed() and "nope" in (state.message or "")
     con = duckdb.connect(str(db_path), read_only=True)

@@ -32,6 +32,7 @@ from juryflow.analysis.agreement_report import (
 )
 from juryflow.maths.consensus import item_consensus
 from juryflow.maths.records import GoldLabels, Item, Judgment, Span
+from juryflow.planning.run_request import RunRequest
 from juryflow.report.html import render_report
 from juryflow.storage.store import RunRecord, Store
 from tests.conftest import SAMPLE
@@ -231,7 +232,9 @@ judges:
             encoding="utf-8",
         )
         db = folder / "run.duckdb"
-        summary = asyncio.run(evaluate(dataset=str(subset), panel=str(panel), db=str(db)))
+        summary = asyncio.run(
+            evaluate(RunRequest(dataset=str(subset), panel=str(panel), db=str(db)))
+        )
     yield Store(db), str(summary["run_id"])
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.store import Store
@@ -109,7 +110,9 @@ def test_a_killed_run_resumes_without_repeating_completed_calls(
 
         calls_before_clean = stub.stats.requests()
         clean = asyncio.run(
-            evaluate(dataset=str(dataset), panel=str(panel), db=str(clean_db), chunk_size=50)
+            evaluate(
+                RunRequest(dataset=str(dataset), panel=str(panel), db=str(clean_db), chunk_size=50)
+            )
         )
         assert stub.stats.requests() - calls_before_clean == 600
 

@@ -20,7 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
-from juryflow.planning.run_setup import ResumeRequest, plan_run, resume_conflicts
+from juryflow.planning.run_request import RunRequest
+from juryflow.planning.run_setup import plan_run, resume_conflicts
 from juryflow.storage.reads.run_queries import RunIdError, resolve_run_id
 from juryflow.storage.store import Store
 from tests.conftest import REPO, SAMPLE
@@ -266,13 +267,13 @@ def test_resume_refuses_options_that_conflict_with_the_run(
 def test_resume_accepts_the_runs_own_options(two_runs: TwoRuns) -> None:
     run = Store(two_runs.db).get_run(two_runs.uncached)
     assert run is not None
-    same = ResumeRequest(
+    same = RunRequest(
         dataset=str(SAMPLE),
         panel=str(REPO / "examples" / "panel.offline.yaml"),
         mapping={},
         chunk_size=20,
         max_chars=200_000,
-        no_cache=True,
+        use_cache=False,
         suite=run.suite,
     )
     assert resume_conflicts(run, same) == []
@@ -282,9 +283,19 @@ def test_a_resumed_run_takes_its_options_from_the_store(two_runs: TwoRuns, tmp_p
     db = copy_store(two_runs, tmp_path)
     # The flow called with other options still uses the run's: no cache, chunks of 20.
     plan = plan_run(
-        dataset=None, panel=None, db=db, resume=two_runs.uncached, suite=None, chunk_size=200,
-        quorum=None, mapping={"response": "reference"}, use_cache=True, max_chars=5,
-    )  # fmt: skip
+        RunRequest(
+            dataset=None,
+            panel=None,
+            db=db,
+            resume=two_runs.uncached,
+            suite=None,
+            chunk_size=200,
+            quorum=None,
+            mapping={"response": "reference"},
+            use_cache=True,
+            max_chars=5,
+        )
+    )
     assert plan.use_cache is False
     assert (plan.chunk_size, plan.max_chars, plan.mapping) == (20, 200_000, {})
 

@@ -25,6 +25,7 @@ from juryflow.maths.samples.reducers import (
     resolve_sample_reducer,
     sample_reducer_names,
 )
+from juryflow.planning.run_request import RunRequest
 
 TEXT = "The cafe opens at 9 am, serves ramen on Sundays and closes in 1889 at noon."
 SCORES = st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.6, 0.9, 1.0])
@@ -239,7 +240,9 @@ def test_the_dry_run_counts_a_call_per_sample(
         f"  - {judge.format(id='thrice', extra=', samples: 3, temperature: 0.7')}\n",
         encoding="utf-8",
     )
-    estimate = estimate_run(str(SAMPLE), str(panel), db=str(tmp_path / "s.duckdb"), limit=5)
+    estimate = estimate_run(
+        RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(tmp_path / "s.duckdb"), limit=5)
+    )
     calls = {j.judge_id: j.calls for j in estimate.judges}
     assert calls == {"once": 5, "thrice": 15}
 
@@ -263,10 +266,21 @@ def test_the_run_warns_of_samples_at_temperature_0(
 
     monkeypatch.setenv("JURYFLOW_DRY_KEY", "sk-dry")
     db = str(tmp_path / "s.duckdb")
-    (line,) = preflight(str(SAMPLE), str(_sampled_panel(tmp_path, "")), None, db=db)
+    (line,) = preflight(
+        RunRequest(
+            dataset=str(SAMPLE), panel=str(_sampled_panel(tmp_path, "")), mapping=None, db=db
+        )
+    )
     assert "a (samples: 3) at temperature 0: a deterministic model's samples are copies" in line
     assert (
-        preflight(str(SAMPLE), str(_sampled_panel(tmp_path, ", temperature: 0.7")), None, db=db)
+        preflight(
+            RunRequest(
+                dataset=str(SAMPLE),
+                panel=str(_sampled_panel(tmp_path, ", temperature: 0.7")),
+                mapping=None,
+                db=db,
+            )
+        )
         == []
     )
 

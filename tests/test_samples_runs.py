@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from juryflow.flows.evaluate import evaluate
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.standin.simulator import load_gold
 from juryflow.storage.store import Store
@@ -65,7 +66,9 @@ def _panel(path: Path, stub: StubHandle, sampled: str, extra: str = "") -> Path:
 
 def _run(db: Path, panel: Path, **options: Any) -> dict[str, Any]:
     return asyncio.run(
-        evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db), limit=ITEMS, **options)
+        evaluate(
+            RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(db), limit=ITEMS, **options)
+        )
     )
 
 
@@ -200,7 +203,7 @@ def test_the_readmes_samples_panel_runs_as_shipped(
     base = stub.openai_base_url.removesuffix("/v1")
     panel.write_text(shipped.replace("http://127.0.0.1:8765", base), encoding="utf-8")
     db = tmp_path / "samples.duckdb"
-    run = asyncio.run(evaluate(dataset=str(SAMPLE), panel=str(panel), db=str(db)))
+    run = asyncio.run(evaluate(RunRequest(dataset=str(SAMPLE), panel=str(panel), db=str(db))))
     with Store(db).read() as con:
         figures = con.execute(NOISY_FIGURES, {"run": run["run_id"]}).fetchone()
     print("samples, items whose samples disagree, sample accuracy, reduced accuracy:", figures)

@@ -38,6 +38,7 @@ from juryflow.judges.redact import (
 )
 from juryflow.judges.retry import RetriesExhausted
 from juryflow.maths.records import Item, unscored
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
 from juryflow.storage.connection import connect
 from juryflow.storage.files import current_umask, private_file, private_files, write_private_text
@@ -587,7 +588,7 @@ def test_a_failed_runs_error_is_stored_redacted(
     monkeypatch.setattr(evaluate_module, "judge_dataset", failing)
     db = tmp_path / "f.duckdb"
     with pytest.raises(RuntimeError):
-        asyncio.run(evaluate_module.evaluate(db=str(db)))
+        asyncio.run(evaluate_module.evaluate(RunRequest(db=str(db))))
     _, rows = Store(db).query("SELECT status, error FROM runs")
     ((status, error),) = rows
     assert status == "failed"

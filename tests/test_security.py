@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
+from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, running_stub_server
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE
@@ -133,7 +134,9 @@ def test_hostile_item_text_cannot_break_out_of_its_prompt(
             f"base_url: '{stub.openai_base_url}', api_key_env: JURYFLOW_TEST_KEY}}\n",
             encoding="utf-8",
         )
-        asyncio.run(evaluate(dataset=str(dataset), panel=str(panel), db=str(tmp_path / "h.db")))
+        asyncio.run(
+            evaluate(RunRequest(dataset=str(dataset), panel=str(panel), db=str(tmp_path / "h.db")))
+        )
         prompts = stub.prompts()
     (prompt,) = prompts
     from juryflow.prompts.loader import load_template

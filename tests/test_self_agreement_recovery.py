@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.analysis.agreement_report import AgreementReport, agreement_report
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
 from tests.conftest import SAMPLE, SHARED_DATA
 
@@ -71,11 +72,13 @@ def sampled_run(
         panel.write_text(f"name: self-agreement\njudges:\n{judges}", encoding="utf-8")
         asyncio.run(
             evaluate(
-                dataset=str(DATA),
-                panel=str(panel),
-                db=str(db),
-                use_cache=False,
-                mapping={"input": "reference", "output": "response"},
+                RunRequest(
+                    dataset=str(DATA),
+                    panel=str(panel),
+                    db=str(db),
+                    use_cache=False,
+                    mapping={"input": "reference", "output": "response"},
+                )
             )
         )
     yield db, agreement_report(Store(db))

@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from juryflow.cli import app
+from juryflow.planning.run_request import RunRequest
 from juryflow.terminal.tables import FitTable
 
 runner = CliRunner()
@@ -41,7 +42,7 @@ def offline_db(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) 
     from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("width") / "offline.duckdb"
-    asyncio.run(evaluate(db=str(db)))
+    asyncio.run(evaluate(RunRequest(db=str(db))))
     yield str(db)
 
 

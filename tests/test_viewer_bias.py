@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from juryflow.analysis.bias_report import BiasReport
 from juryflow.pages import bias_section as bias_model
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
 from juryflow.viewer.server import start_in_thread
 from juryflow.viewer.state import ViewerState
@@ -182,7 +183,9 @@ def unlabelled(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) 
         panel = sim_panels.sim_panel(folder / "panel.yaml", stub, judges, key_env=KEY_ENV)
         for dataset in (labelled, bare):
             summary = asyncio.run(
-                evaluate(dataset=str(dataset), panel=str(panel), db=str(db), use_cache=False)
+                evaluate(
+                    RunRequest(dataset=str(dataset), panel=str(panel), db=str(db), use_cache=False)
+                )
             )
             ids.append(str(summary["run_id"]))
     return Unlabelled(db, ids[0], ids[1])

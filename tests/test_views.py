@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from juryflow.analysis.agreement_report import AgreementReport, agreement_report
 from juryflow.maths.consensus import panel_consensus
 from juryflow.maths.records import GoldLabels, Item, Judgment, OutputKind, Span, unscored
+from juryflow.planning.run_request import RunRequest
 from juryflow.storage.reads import analysis as sa
 from juryflow.storage.store import RunRecord, Store
 
@@ -417,7 +418,7 @@ def offline_store(
     from juryflow.flows.evaluate import evaluate
 
     db = tmp_path_factory.mktemp("views") / "offline.duckdb"
-    asyncio.run(evaluate(db=str(db)))
+    asyncio.run(evaluate(RunRequest(db=str(db))))
     yield Store(db)
 
 

@@ -10,9 +10,9 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from juryflow.cli.user_files import default_panel, load_env_file
+from juryflow.cli.user_files import load_env_file
 from juryflow.flows.runtime.allocator import limit_malloc_arenas
-from juryflow.flows.runtime.prefect_env import apply_offline_defaults, quiet_prefect_logging
+from juryflow.flows.runtime.prefect_env import apply_offline_defaults
 from juryflow.terminal.output import terminal_console
 
 limit_malloc_arenas()  # before Prefect and DuckDB start their threads
@@ -20,14 +20,34 @@ _ENV_WARNING = load_env_file()  # before the offline defaults: a .env's settings
 apply_offline_defaults(quiet=not {"-v", "--verbose"} & set(sys.argv))
 
 from juryflow.cli.help_format import App  # noqa: E402
-from juryflow.cli.run_options import (  # noqa: E402
+from juryflow.cli.run_command import (  # noqa: E402
     AuditFractionOption,
     BatchOption,
     BatchWaitOption,
+    CalibrationOption,
     ChunkSizeOption,
+    DaskOption,
+    DataPathOption,
+    DatasetArgument,
+    DryRunOption,
     EarlyStopOption,
-    estimate_dry_run,
-    refuse_settings_on_resume,
+    LimitOption,
+    MapOption,
+    MaxCharsOption,
+    MaxCostOption,
+    NoCacheOption,
+    PanelOption,
+    QuorumOption,
+    ResumeOption,
+    RunIdOption,
+    SampleOption,
+    SeedOption,
+    ShardOption,
+    SuiteOption,
+    TakeOverOption,
+    VerboseOption,
+    WorkersOption,
+    start_run,
 )
 from juryflow.cli.runs import DbOption, fail  # noqa: E402
 from juryflow.terminal import output  # noqa: E402  (Prefect settings must be in place first)
@@ -69,279 +89,38 @@ def _options(
 @app.command()
 def run(
     ctx: typer.Context,
-    dataset: Annotated[
-        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
-    ] = None,
-    panel: Annotated[
-        str | None,
-        typer.Option(help="Panel YAML file (default: ./panel.yaml, else the offline panel)."),
-    ] = None,
+    dataset: DatasetArgument = None,
+    panel: PanelOption = None,
     db: DbOption = None,
-    map_: Annotated[
-        list[str] | None,
-        typer.Option("--map", help="Prompt variable from a column: VAR=COLUMN (repeatable)."),
-    ] = None,
-    quorum: Annotated[
-        int | None, typer.Option(help="Judges that must answer: 1 to the panel size.")
-    ] = None,
+    mapping: MapOption = None,
+    quorum: QuorumOption = None,
     chunk_size: ChunkSizeOption = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
-    resume: Annotated[str | None, typer.Option(help="Continue this interrupted run.")] = None,
-    suite: Annotated[str | None, typer.Option(help="Suite name for regressions.")] = None,
-    max_chars: Annotated[
-        int, typer.Option(min=1, max=1_000_000_000, help="Longest accepted value.")
-    ] = 200_000,
-    dask: Annotated[
-        str | None,
-        typer.Option(help="Run chunk tasks on Dask: 'local' or a scheduler address."),
-    ] = None,
-    workers: Annotated[
-        str | None,
-        typer.Option(
-            metavar="N|auto",
-            help="Processes making the model calls, 1-64, or 'auto': one per core unless the "
-            "panel's concurrency or rate limits leave a process idle (the start line says "
-            "why). Default: one per 256 concurrent calls of the panel, at most one per core.",
-        ),
-    ] = None,
-    calibration: Annotated[
-        str | None,
-        typer.Option(help="Combine the judges by this stored calibration (juryflow calibrate)."),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Judge only the first N items of the dataset.")
-    ] = None,
-    sample: Annotated[
-        int | None,
-        typer.Option(min=1, help="Judge N items drawn at random from the whole dataset."),
-    ] = None,
-    seed: Annotated[
-        int, typer.Option(min=0, max=2**31 - 1, help="Seed of --sample (same seed, same items).")
-    ] = 0,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Print each judge's calls, estimated tokens and cost; call and write nothing.",
-        ),
-    ] = False,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(
-            metavar="USD",
-            help="Start no model call once this run's calls cost this much; the run is left "
-            "resumable (exit code 3).",
-        ),
-    ] = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(
-            metavar="I/N",
-            help="Judge only shard I of N of the items (with --run-id; see `juryflow finish`).",
-        ),
-    ] = None,
-    run_id: Annotated[
-        str | None,
-        typer.Option("--run-id", help="The run every shard of a sharded run writes to."),
-    ] = None,
-    take_over: Annotated[
-        bool,
-        typer.Option(
-            "--take-over", help="Claim the shard from a process on another machine that is gone."
-        ),
-    ] = False,
-    data_path: Annotated[
-        str | None,
-        typer.Option(
-            "--data-path",
-            help="Where a new DuckLake store (--db ducklake:...) keeps its Parquet files "
-            "(default: $JURYFLOW_DATA_PATH).",
-        ),
-    ] = None,
+    no_cache: NoCacheOption = False,
+    resume: ResumeOption = None,
+    suite: SuiteOption = None,
+    max_chars: MaxCharsOption = 200_000,
+    dask: DaskOption = None,
+    workers: WorkersOption = None,
+    calibration: CalibrationOption = None,
+    limit: LimitOption = None,
+    sample: SampleOption = None,
+    seed: SeedOption = 0,
+    dry_run: DryRunOption = False,
+    max_cost: MaxCostOption = None,
+    shard: ShardOption = None,
+    run_id: RunIdOption = None,
+    take_over: TakeOverOption = False,
+    data_path: DataPathOption = None,
     early_stop: EarlyStopOption = None,
     audit_fraction: AuditFractionOption = None,
     batch: BatchOption = None,
     batch_wait: BatchWaitOption = None,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose", "-v", help="Prefect's own log lines too (its flow and task runs)."
-        ),
-    ] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Run every item through every judge of the panel and store it all in DuckDB (a file,
     or a DuckLake shared by many processes and machines)."""
-    from rich.text import Text
-
-    from juryflow.flows.runtime.interrupts import RunInterrupted, honour_sigint
-    from juryflow.judges.panel import PanelError
-    from juryflow.planning.run_setup import preflight, preflight_resume
-    from juryflow.runner import run_evaluation
-    from juryflow.storage.connection import Patience, patient_waits
-    from juryflow.storage.datasets import DatasetError, parse_mapping
-
-    honour_sigint()
-    quiet_prefect_logging(verbose)
-    # A run waits for a store another process holds as long as it takes, from its first
-    # look at it on (saying so), as its writes do: a reader never makes a run fail.
-    with patient_waits(Patience()):
-        try:
-            from juryflow.planning.run_setup import checked_shard
-            from juryflow.planning.worker_count import check_workers
-
-            _use_data_path(db, data_path)
-            checked_shard(shard, run_id, resume)
-            check_workers(workers, distributed=dask is not None, max_cost=max_cost)
-            mapping = parse_mapping(map_ or [])
-            panel, panel_note = default_panel(panel, resume)
-            if dry_run:
-                # no start line to carry it: a dry run says where its panel came from first
-                if panel_note:
-                    err.print(output.plain(panel_note, one_line=True), soft_wrap=True)
-                estimate_dry_run(console, dataset, panel, db, mapping, quorum, no_cache, max_chars,
-                                 limit, sample, seed, max_cost, resume, batch)  # fmt: skip
-                return
-            if resume is not None:
-                from juryflow.planning.run_setup import (
-                    ResumeRequest,
-                    claim_before_reading,
-                    restore_from_journal,
-                )
-                from juryflow.storage.reads.run_queries import resolve_run_id
-                from juryflow.storage.store import Store
-
-                refuse_settings_on_resume(
-                    quorum=quorum, calibration=calibration, limit=limit, sample=sample,
-                    early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
-                )  # fmt: skip
-                # RunIdError and StoreError are a ValueError and a RuntimeError: one line below
-                # a store deleted during the run is rebuilt from the run's journal first
-                claim_before_reading(db, resume)
-                restored = restore_from_journal(db, resume)
-                resume = resolve_run_id(Store(db), resume)
-                _check_budget(panel, db, resume, max_cost, dask)
-                # By name: typer carries its own copy of click, so the enum is not click's.
-                sources = {n: getattr(ctx.get_parameter_source(n), "name", "") for n in ctx.params}
-                given = {n for n, source in sources.items() if source not in ("", "DEFAULT")}
-                request = ResumeRequest(
-                    dataset=dataset,
-                    panel=panel,
-                    mapping=mapping if "map_" in given else None,
-                    chunk_size=chunk_size if "chunk_size" in given else None,
-                    max_chars=max_chars if "max_chars" in given else None,
-                    no_cache=no_cache,
-                    suite=suite,
-                )
-                warnings = preflight_resume(db, resume, request, restored=True)
-                warnings = [restored, *warnings] if restored else warnings
-            else:
-                from juryflow.planning.run_setup import check_selection
-
-                check_selection(limit, sample)
-                _check_budget(panel, db, None, max_cost, dask)
-                warnings = preflight(
-                    dataset, panel, mapping, quorum, db=db, calibration=calibration,
-                    early_stop=early_stop, audit_fraction=audit_fraction, batch=batch,
-                )  # fmt: skip
-                if shard is not None and run_id is not None:
-                    from juryflow.planning.run_setup import preflight_shard
-
-                    warnings += preflight_shard(
-                        db, shard, run_id, take_over, dataset=dataset, panel=panel, suite=suite,
-                        chunk_size=chunk_size, quorum=quorum, mapping=mapping,
-                        use_cache=not no_cache, max_chars=max_chars, calibration=calibration,
-                        limit=limit, sample=sample, seed=seed, batch=batch,
-                    )  # fmt: skip
-            for warning in warnings:
-                err.print(Text("warning: ", style="yellow") + output.plain(warning), soft_wrap=True)
-            summary = run_evaluation(
-                console,
-                dict(
-                    dataset=dataset,
-                    panel=panel,
-                    db=db,
-                    resume=resume,
-                    suite=suite,
-                    chunk_size=chunk_size,
-                    quorum=quorum,
-                    mapping=mapping,
-                    use_cache=not no_cache,
-                    max_chars=max_chars,
-                    calibration=calibration,
-                    limit=limit,
-                    sample=sample,
-                    seed=seed,
-                    max_cost=max_cost,
-                    workers=workers,
-                    shard=shard,
-                    run_id=run_id,
-                    take_over=take_over,
-                    early_stop=early_stop,
-                    audit_fraction=audit_fraction,
-                    batch=batch,
-                    batch_wait=batch_wait,
-                ),
-                dask=dask,
-                origin=panel_note,
-            )
-        except KeyboardInterrupt:  # before the run's flow began: nothing stored, nothing to resume
-            err.print(INTERRUPTED_BEFORE_THE_RUN)
-            raise typer.Exit(code=130) from None
-        except RunInterrupted as stopped:
-            # Ctrl-C, SIGTERM, a cancellation in Prefect or --max-cost spent (exit code 3): the
-            # run is marked interrupted and the message says how to resume it.
-            err.print(
-                output.safe_text(stopped.message), markup=False, highlight=False, soft_wrap=True
-            )
-            raise typer.Exit(code=stopped.exit_code) from None
-        except (DatasetError, PanelError, ValueError, RuntimeError) as error:
-            from juryflow.flows.runtime.interrupts import sigint_seen
-            from juryflow.storage.failures import stopped_by_ctrl_c
-
-            if stopped_by_ctrl_c(error) or sigint_seen():
-                err.print(INTERRUPTED_BEFORE_THE_RUN)
-                raise typer.Exit(code=130) from None
-            fail(str(error))
-            return
-    from juryflow.terminal.judge_table import judges_of_run
-
-    # A shard's summary is its part; the run's judges are judged together once it finishes.
-    judges = judges_of_run(summary) if shard is None else None
-    output.print_run_summary(console, summary, judges)
-    from juryflow.analysis.run_health import failure_lines
-
-    # A stopped judge or a run mostly without consensus is stored, but is no success.
-    failures = failure_lines(summary)
-    for line in failures:
-        text = output.safe_text(f"juryflow: {line}", one_line=True)
-        err.print(text, markup=False, highlight=False, soft_wrap=True)
-    if failures:
-        raise typer.Exit(code=1)
-
-
-def _use_data_path(db: str | None, data_path: str | None) -> None:
-    """``--data-path`` for every store this process opens: the first one to attach a new
-    lake creates it, and must put its files there."""
-    if data_path is None:
-        return
-    import os
-
-    from juryflow.storage.connection import DATA_PATH_ENV, resolve_target
-
-    resolve_target(db, data_path)  # a DuckDB file with --data-path is refused
-    if not data_path.strip():
-        fail("--data-path is empty; pass a directory or an s3://... prefix")
-    os.environ[DATA_PATH_ENV] = data_path
-
-
-def _check_budget(
-    panel: str | None, db: str | None, resume: str | None, max_cost: float | None, dask: str | None
-) -> None:
-    """``--max-cost`` that could not be kept is refused before anything is created."""
-    if max_cost is not None:
-        from juryflow.planning.dry_run import check_budget
-
-        check_budget(panel, db, resume, max_cost, distributed=dask is not None)
+    # The options given become one RunRequest (juryflow.planning.run_request), checked once.
+    start_run(ctx, dry_run=dry_run, verbose=verbose)
 
 
 @app.command()
@@ -488,11 +267,6 @@ def exit_interrupted() -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(130)
-
-
-INTERRUPTED_BEFORE_THE_RUN = (
-    "juryflow: interrupted (SIGINT) before the run started; nothing was judged"
-)
 
 
 def leave_on_next_sigint() -> None:

@@ -12,6 +12,23 @@ from typing import Annotated, Any, cast
 import typer
 from rich.console import Console
 
+from juryflow.cli.run_command import (
+    BatchOption,
+    CalibrationOption,
+    ChunkSizeOption,
+    DatasetArgument,
+    LimitOption,
+    MapOption,
+    MaxCharsOption,
+    MaxCostOption,
+    NoCacheOption,
+    QuorumOption,
+    SampleOption,
+    SeedOption,
+    WorkersOption,
+    estimate_dry_run,
+    given_settings,
+)
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
 from juryflow.terminal import output
@@ -41,16 +58,25 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def regression_command(
-    dataset: Annotated[
-        str | None, typer.Argument(help="JSONL, CSV or Parquet file (default: bundled sample).")
-    ] = None,
+    ctx: typer.Context,
+    dataset: DatasetArgument = None,
     panel: Annotated[str | None, typer.Option(help="Panel YAML file.")] = None,
     db: DbOption = None,
     suite: Annotated[str | None, typer.Option(help="Suite name (default: dataset:panel).")] = None,
     baseline: Annotated[
         str, typer.Option(help="'last' (last successful run of the suite) or a run id.")
     ] = "last",
-    quorum: Annotated[int | None, typer.Option(help="Judges that must answer.")] = None,
+    quorum: QuorumOption = None,
+    mapping: MapOption = None,
+    limit: LimitOption = None,
+    sample: SampleOption = None,
+    seed: SeedOption = 0,
+    chunk_size: ChunkSizeOption = None,
+    max_chars: MaxCharsOption = 200_000,
+    calibration: CalibrationOption = None,
+    batch: BatchOption = None,
+    max_cost: MaxCostOption = None,
+    workers: WorkersOption = None,
     # Scores are shares in [0, 1], so are their changes; alpha runs from -1 to 1.
     max_mean_increase: Annotated[
         float,
@@ -69,7 +95,7 @@ def regression_command(
     p_value_alpha: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Significance level of the paired test.")
     ] = 0.05,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call models again.")] = False,
+    no_cache: NoCacheOption = False,
     noise_floor: Annotated[
         bool,
         typer.Option(
@@ -88,30 +114,46 @@ def regression_command(
             min=0.0, max=1.0, help="With --noise-floor: the gate's false-alarm rate on A/A runs."
         ),
     ] = 0.05,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the new run's calls, tokens and cost per judge (not the A/A check's); "
+            "call and write nothing.",
+        ),
+    ] = False,
 ) -> None:
-    """Judge the suite, compare with the baseline run; exit 1 naming what regressed."""
+    """Judge the suite, compare with the baseline run; exit 1 naming what regressed.
+
+    Over 100 lines: its option list (the new run's options, as `juryflow run` declares
+    them, then the gate's thresholds); the body is one request, one flow call, one line."""
     from juryflow.flows.regression import RegressionDetected, regression
     from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
+    from juryflow.planning.run_request import RunRequest
+    from juryflow.planning.run_setup import prepare_run
 
-    if quorum is not None and quorum < 1:
-        _fail(f"--quorum {quorum}: give 1 to the panel size (judges that must answer)")
+    try:
+        request = RunRequest.of(**given_settings(ctx))
+        if dry_run:
+            estimate_dry_run(console, request)
+            return
+        # The new run's checks before Prefect starts, as `juryflow run` makes them.
+        request, warnings = prepare_run(request)
+    except (ValueError, RuntimeError) as error:  # a store that cannot be used included
+        _fail(str(error))
         return
-    _check_store(db)
+    for warning in warnings:
+        err.print(output.plain(f"warning: {warning}", "yellow"), soft_wrap=True)
     if baseline not in ("last", ""):
-        baseline = resolve_or_exit(db, baseline, "--baseline") or baseline
+        baseline = resolve_or_exit(request.db, baseline, "--baseline") or baseline
     quiet_prefect_logging()
     try:
         state: Any = asyncio.run(
             cast(
                 Any,
                 regression(
-                    dataset=dataset,
-                    panel=panel,
-                    db=db,
-                    suite=suite,
+                    request,
                     baseline=baseline,
-                    quorum=quorum,
-                    use_cache=not no_cache,
                     max_mean_increase=max_mean_increase,
                     max_flips_to_hallucinated=max_flips_to_hallucinated,
                     max_judge_drift=max_judge_drift,

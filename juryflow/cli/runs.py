@@ -348,7 +348,10 @@ def import_command(
     """Import judgments made elsewhere (another tool's log, annotators' labels) as a run,
     calling no model: agreement, disagreements, calibrate, reaggregate, view and SQL work on
     it. Wide files have a row per item (--judge / --judges), long ones a row per item and
-    judge (--judge-column). A bad row refuses the whole file unless --skip-bad-rows."""
+    judge (--judge-column). A bad row refuses the whole file unless --skip-bad-rows.
+
+    Over 100 lines: its option list, one declaration per option as typer wants them; the
+    body hands them to ``ImportOptions`` and prints the result."""
     from juryflow.analysis.recorded_import import BadRows, import_recorded
     from juryflow.analysis.recorded_rows import ImportOptions, RecordedImportError
     from juryflow.storage.connection import StoreError
