@@ -3,6 +3,7 @@ and what the run spent on model calls as against what it reused from the cache."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from juryflow.storage.reads.run_queries import (
@@ -14,6 +15,22 @@ from juryflow.storage.reads.run_queries import (
 from juryflow.storage.store import Store
 
 TOP_REASONS = 2
+
+
+def spent_text(figures: Mapping[str, Any]) -> str:
+    """What this run's own calls cost, in words, from :func:`cost_split`'s figures: the
+    total, or, when some calls have no price, that the cost is unknown and which models to
+    price (the priced calls' total beside it). Every face says it this way."""
+    spent = f"${figures.get('cost_spent_usd') or 0:.4f}"
+    unpriced = int(figures.get("unpriced_calls") or 0)
+    if not unpriced:
+        return f"{spent} spent in this run"
+    models = ", ".join(figures.get("unpriced_models") or []) or "a model"
+    calls = "call" if unpriced == 1 else "calls"
+    return (
+        f"unknown: {unpriced} {calls} to {models} have no price (add the model under prices: "
+        f"in the panel); {spent} spent on the priced calls"
+    )
 
 
 def run_figures(

@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 
+from juryflow.analysis.run_figures import spent_text
 from juryflow.pages.rule_labels import RunRule
 from juryflow.storage.comparisons import latest_comparison
 from juryflow.storage.connection import StoreError
@@ -81,6 +82,7 @@ def _md(text: Any) -> str:
 def run_markdown(store: Store, run_id: str) -> str:
     run = store.get_run(run_id)
     summary = store.run_summary(run_id)
+    split = cost_split(store, run_id)
     lines = [f"# juryflow run `{run_id}`", ""]
     if run is not None:
         lines += [
@@ -109,8 +111,7 @@ def run_markdown(store: Store, run_id: str) -> str:
         f"- **mean spread between judges**: {_fmt(summary['mean_spread'])}",
         *_early_stop_lines(summary),
         # only what this run's calls cost: cached (or re-aggregated) judgments were paid before
-        "- **cost**: ${cost_spent_usd:.4f} spent in this run, ${cost_reused_usd:.4f} reused "
-        "from the cache".format(**cost_split(store, run_id)),
+        f"- **cost**: {spent_text(split)}, ${split['cost_reused_usd']:.4f} reused from the cache",
         *_token_lines(judges),
         "",
         "| judge | scored | unscored | mean score | hallucinated "

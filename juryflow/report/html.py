@@ -21,6 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from juryflow.analysis.run_figures import spent_text
 from juryflow.pages.charts import HeatCell, drift_svg, heatmap_svg, histogram_svg
 from juryflow.pages.overlay import JUDGE_COLOURS
 from juryflow.pages.regression_words import noise_floor_rows
@@ -90,8 +91,8 @@ def _summary(data: ReportData) -> dict[str, Any]:
         ("mean spread between judges", fmt(s.get("mean_spread"))),
         (
             "cost (USD)",
-            f"{s.get('cost_spent_usd') or 0:.4f} spent in this run; "
-            f"{s.get('cost_reused_usd') or 0:.4f} reused from the cache (not paid again)",
+            f"{spent_text(s)}; "
+            f"${s.get('cost_reused_usd') or 0:.4f} reused from the cache (not paid again)",
         ),
         ("rejected rows", s.get("rejected_rows")),
         ("gold labels from", data.gold),

@@ -22,6 +22,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from juryflow.analysis.run_figures import spent_text
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def _cost_rows(summary: dict[str, Any], cost: float | None) -> list[tuple[str, s
             *_provider_cache_rows(summary),
             ("cost", "n/a" if cost is None else f"${cost:.4f}"),
         ]
-    spent = f"${summary['cost_spent_usd']:.4f} spent in this run"
+    spent = spent_text(summary)
     reused = summary.get("cost_reused_usd") or 0.0
     if reused:
         spent += f" · ${reused:.4f} reused from the cache (not paid again)"

@@ -30,6 +30,7 @@ from juryflow.analysis.agreement_report import (
     Stat,
     agreement_report,
 )
+from juryflow.analysis.run_figures import spent_text
 from juryflow.pages.bias_section import BiasSection, bias_section
 from juryflow.pages.charts import HeatCell, heatmap_svg, histogram_svg
 from juryflow.pages.overlay import JUDGE_COLOURS as OVERLAY_COLOURS
@@ -335,8 +336,8 @@ def _facts(
         ("mean spread between judges", num(summary.get("mean_spread"))),
         (
             "cost (USD)",
-            f"{summary.get('cost_spent_usd') or 0:.4f} spent in this run; "
-            f"{summary.get('cost_reused_usd') or 0:.4f} reused from the cache",
+            f"{spent_text(summary)}; "
+            f"${summary.get('cost_reused_usd') or 0:.4f} reused from the cache",
         ),
         ("human labels", "yes" if report.has_gold else "no"),
     ]

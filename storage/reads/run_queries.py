@@ -185,14 +185,20 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path) -> int:
 
 def spent_totals(store: Store, run_id: str) -> tuple[int, int, int, int]:
     """Judgments, retries, input and output tokens of the calls this run made itself
-    (cached judgments excluded)."""
+    (cached judgments excluded). A sampled judge's judgment sums the attempts of the samples
+    this run paid for, so its retries are those attempts beyond one per paid sample: its
+    samples are calls asked for, not retries."""
     _, totals = store.query(
+        "WITH calls AS (SELECT item_id, judge_id, "
+        "coalesce(nullif(count(*) FILTER (WHERE NOT cached), 0), count(*)) AS calls "
+        "FROM judgment_samples WHERE run_id = ? GROUP BY item_id, judge_id) "
         "SELECT count(*), "
-        "coalesce(sum(attempts - 1) FILTER (WHERE NOT cached AND attempts > 1), 0), "
+        "coalesce(sum(attempts - coalesce(c.calls, 1)) "
+        "FILTER (WHERE NOT cached AND attempts > coalesce(c.calls, 1)), 0), "
         "coalesce(sum(input_tokens) FILTER (WHERE NOT cached), 0), "
         "coalesce(sum(output_tokens) FILTER (WHERE NOT cached), 0) "
-        "FROM judgments WHERE run_id = ?",
-        [run_id],
+        "FROM judgments j LEFT JOIN calls c USING (item_id, judge_id) WHERE j.run_id = ?",
+        [run_id, run_id],
     )
     judgments, retries, tokens_in, tokens_out = totals[0]
     return int(judgments), int(retries), int(tokens_in), int(tokens_out)
@@ -211,17 +217,28 @@ def cache_totals(store: Store, run_id: str) -> tuple[int, int]:
     return int(written), int(read)
 
 
-def cost_split(store: Store, run_id: str) -> dict[str, float]:
-    """``cost_spent_usd``: the run's model calls; ``cost_reused_usd``: what the judgments it
-    took from the cache (or copied, for ``reaggregate``) cost when they were first made."""
+def cost_split(store: Store, run_id: str) -> dict[str, Any]:
+    """``cost_spent_usd``: the run's priced model calls; ``cost_reused_usd``: what the
+    judgments it took from the cache (or copied, for ``reaggregate``) cost when they were
+    first made; ``unpriced_calls`` / ``unpriced_models``: this run's calls that reported
+    their usage but whose model has no price, which make the spending unknown (a run of an
+    unpriced model is not free)."""
     _, rows = store.query(
         "SELECT coalesce(sum(cost_usd) FILTER (WHERE NOT cached), 0), "
-        "coalesce(sum(cost_usd) FILTER (WHERE cached), 0) "
+        "coalesce(sum(cost_usd) FILTER (WHERE cached), 0), "
+        "count(*) FILTER (WHERE NOT cached AND cost_usd IS NULL AND input_tokens IS NOT NULL), "
+        "list(DISTINCT model ORDER BY model) FILTER (WHERE NOT cached AND cost_usd IS NULL "
+        "AND input_tokens IS NOT NULL AND model IS NOT NULL) "
         "FROM judgments WHERE run_id = ?",
         [run_id],
     )
-    spent, reused = rows[0]
-    return {"cost_spent_usd": float(spent), "cost_reused_usd": float(reused)}
+    spent, reused, unpriced, models = rows[0]
+    return {
+        "cost_spent_usd": float(spent),
+        "cost_reused_usd": float(reused),
+        "unpriced_calls": int(unpriced),
+        "unpriced_models": list(models or []),
+    }
 
 
 def unscored_by_judge(store: Store, run_id: str, top: int) -> list[dict[str, Any]]:
