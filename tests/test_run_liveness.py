@@ -91,7 +91,9 @@ def test_the_lock_is_dropped_once_the_end_is_recorded(db_path: Path) -> None:
     assert hold(db_path, "r1")  # taken again by the same process: still one lock
     assert is_live(db_path, "r1") is True
     store.finish_run("r1", "completed")
-    assert is_live(db_path, "r1") is False
+    # issue 43: the lock file goes with the lock, once the end is recorded
+    assert not liveness_path(db_path, "r1").exists()
+    assert is_live(db_path, "r1") is None
     release(db_path, "r1")  # nothing left to release
 
 

@@ -19,6 +19,7 @@ processes on other machines, which a lock here cannot see.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -56,17 +57,9 @@ def claim(store_path: Path, run_id: str, role: str = "resume") -> None:
     with _lock:
         if path in _held:
             return
-        try:
-            private_dir(path.parent)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
+        fd = _locked(path, run_id)
+        if fd is None:
             return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _holder(fd)
-            os.close(fd)
-            raise RunHeld(run_id, *holder) from None
         try:
             # Who holds it, for the refusal of the next one: written once the lock is ours,
             # so never over another holder's line.
@@ -75,6 +68,33 @@ def claim(store_path: Path, run_id: str, role: str = "resume") -> None:
         except OSError:
             pass  # the lock holds all the same; a refusal then names no PID
         _held[path] = fd
+
+
+def _locked(path: Path, run_id: str) -> int | None:
+    """A descriptor holding the exclusive lock on ``path``; None when no lock can be made.
+
+    The holder removes the file when it lets go (no empty lock file outlives its run): a
+    claim that opened it just before then locks a file no longer in the folder, so it
+    checks it holds the file the path names, and opens it again if not."""
+    for _ in range(3):
+        try:
+            private_dir(path.parent)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise RunHeld(run_id, *holder) from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except OSError:
+            pass  # removed under us: open it again
+        os.close(fd)
+    return None
 
 
 def _holder(fd: int) -> tuple[int | None, str | None]:
@@ -103,12 +123,16 @@ def release(store_path: Path, run_id: str) -> None:
     with _lock:
         fd = _held.pop(path, None)
     if fd is not None:
+        # Removed while still locked, so no claim can lock it after this one let go.
+        with contextlib.suppress(OSError):
+            path.unlink()
         os.close(fd)  # closing the descriptor releases the flock
 
 
 def is_live(store_path: Path, run_id: str) -> bool | None:
     """True when a process holds the run's lock, False when none does, None when the run
-    never had one (run by an older juryflow, or its directory was not writable)."""
+    has no lock file: its end is recorded (its holder removed the file), or it never had
+    one (run by an older juryflow, or its directory was not writable)."""
     path = liveness_path(store_path, run_id)
     with _lock:
         if path in _held:
