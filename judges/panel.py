@@ -321,6 +321,18 @@ class PanelSpec(BaseModel):
 
         return spread_panel_samples(data)
 
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _some_judges(cls, judges: Any) -> Any:
+        # Before pydantic's own checks: "Tuple should have at least 1 item" does not say what
+        # to write; a bare `judges:` (None) is the same mistake.
+        if judges is None or (isinstance(judges, list | tuple) and not judges):
+            raise ValueError(
+                "no judge listed; list at least one, e.g. "
+                "- {id: numbers, provider: offline, detector: numbers}"
+            )
+        return judges
+
     @field_validator("judges")
     @classmethod
     def _unique_ids(cls, judges: tuple[JudgeSpec, ...]) -> tuple[JudgeSpec, ...]:

@@ -11,6 +11,7 @@ column, an oversized value, gold labels that do not fit the judged text) becomes
 
 from __future__ import annotations
 
+import codecs
 import functools
 import hashlib
 import json
@@ -188,7 +189,87 @@ def dataset_columns(path: Path) -> list[str]:
         stat = path.stat()
     except OSError:
         return columns_of(path)  # it raises the DatasetError that names the problem
+    _refuse_a_non_jsonl_file(path)
     return list(_columns_of_version(path.resolve(), stat.st_size, stat.st_mtime_ns))
+
+
+def _refuse_a_non_jsonl_file(path: Path) -> None:
+    """Raise DatasetError when a JSONL file's first non-blank line is not a JSON object.
+
+    Every line would be a row error and the file would have no columns at all, so the
+    user would hear of a missing column, not of the file being CSV (or a JSON array) under
+    a .jsonl name. Later broken lines stay row errors: the first line is the file's format.
+    """
+    if dataset_format(path) != "jsonl":
+        return
+    first = _first_line(path)
+    if first is None:
+        return
+    number, text = first
+    problem = _not_an_object(text)
+    if problem is None:
+        return
+    if _looks_like_csv(text):
+        raise DatasetError(
+            f"{path}: line {number} is not a JSON object (it looks like a CSV header): "
+            "rename the file to .csv, or write one JSON object per line"
+        )
+    raise DatasetError(
+        f"{path}: line {number} is not a JSON object ({problem}): write one JSON object per line"
+    )
+
+
+_JSON_KINDS: dict[type, str] = {
+    list: "a JSON array",
+    str: "a JSON string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
+"""How an error message names the JSON value a line holds instead of an object."""
+
+
+def _first_line(path: Path) -> tuple[int, str] | None:
+    """The first non-blank line and its number; None when there is none or it cannot be
+    judged here (unreadable, over the line limit): the reader reports those itself."""
+    try:
+        with path.open("rb") as handle:
+            number = 0
+            while raw := handle.readline(DEFAULT_LINE_LIMIT + 1):
+                number += 1
+                if len(raw) > DEFAULT_LINE_LIMIT:
+                    return None
+                if raw.strip():
+                    # replace: bad UTF-8 in an object stays the reader's row error, while
+                    # a CSV header in another encoding is still seen not to be JSON
+                    text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+                    return number, text
+    except OSError:
+        return None
+    return None
+
+
+def _not_an_object(text: str) -> str | None:
+    """Why ``text`` is not a JSON object, or None when it is, or is one gone wrong (cut
+    off, nested too deeply): that is a row the reader reports with its line number, like
+    any later one."""
+    if text.lstrip().startswith("{"):
+        return None
+    try:
+        value = load_json(text)
+    except json.JSONDecodeError as error:
+        return f"malformed JSON: {error.msg} at column {error.colno}"
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        return None
+    return f"it is {_JSON_KINDS.get(type(value), 'a JSON value')}"
+
+
+def _looks_like_csv(text: str) -> bool:
+    stripped = text.lstrip()
+    return not stripped.startswith(("{", "[")) and any(sep in text for sep in ",\t;")
 
 
 @functools.lru_cache(maxsize=8)

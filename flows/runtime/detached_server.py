@@ -100,7 +100,7 @@ def healthy(record: ServerRecord, timeout: float = 2.0) -> bool:
         return False
 
 
-def _port_taken(host: str, port: int) -> bool:
+def port_taken(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1.0)
         return sock.connect_ex((host, port)) == 0
@@ -120,7 +120,7 @@ def start(host: str, port: int, wait_seconds: float) -> tuple[ServerRecord, bool
     running = recorded()
     if running is not None:
         return running, False
-    if _port_taken(host, port):
+    if port_taken(host, port):
         raise ServerError(
             f"{host}:{port} is taken by another program (a Prefect server started another "
             "way?); stop it, or pass --port a free port"
@@ -166,9 +166,17 @@ def start(host: str, port: int, wait_seconds: float) -> tuple[ServerRecord, bool
     return record, True
 
 
-def stop() -> ServerRecord | None:
-    """Stop the recorded server and everything it started; None when none is running."""
+def runs_on(record: ServerRecord, host: str | None, port: int | None) -> bool:
+    """Whether ``record`` listens on ``host``:``port``; a None part matches any."""
+    return (host is None or record.host == host) and (port is None or record.port == port)
+
+
+def stop(host: str | None = None, port: int | None = None) -> ServerRecord | None:
+    """Stop the recorded server and everything it started, if it runs on ``host``:``port``
+    (None: any); None when no such server is running."""
     record = recorded()
+    if record is not None and not runs_on(record, host, port):
+        return None  # another address's server: its record must outlive this call
     _state_file().unlink(missing_ok=True)
     if record is None:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
@@ -287,6 +288,13 @@ def reaggregate_command(
     _print_summary(summary)
 
 
+def _refuse_existing(target: Path, force: bool) -> None:
+    """A report is cheap to remake but the file it would replace may not be (another run's
+    page, someone's notes): replacing it is asked for, not assumed."""
+    if target.exists() and not force:
+        _fail(f"{target} exists; pass --force to overwrite it, or -o another path")
+
+
 def report_command(
     run_id: Annotated[
         str | None, typer.Argument(metavar="[RUN]", help="Run id (default: the latest run).")
@@ -304,6 +312,7 @@ def report_command(
             "view`) or both (an item's newest annotation, else the dataset's label).",
         ),
     ] = "dataset",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a self-contained HTML report of RUN (no script, no network)."""
     from juryflow.cli.analysis import gold_source
@@ -316,7 +325,8 @@ def report_command(
     store = Store(db)
     run_id = resolve_or_exit(db, run_id)
     try:
-        writable_file(output_path, "--output")  # before the report is made, not after
+        target = writable_file(output_path, "--output")  # before the report is made, not after
+        _refuse_existing(target, force)
         chosen = run_id or store.latest_run_id()
         if chosen is None:
             _fail(f"no run in {store.path}; run `juryflow run` first")

@@ -53,15 +53,50 @@ def start_command(
 
 
 @server_app.command("stop")
-def stop_command() -> None:
-    """Stop the server `juryflow server start` started."""
+def stop_command(
+    port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="Stop it only if it runs on this port."),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Stop it only if it listens on this address.")
+    ] = None,
+) -> None:
+    """Stop the server `juryflow server start` started (the one on --host/--port, when
+    given)."""
     from juryflow.flows.runtime.detached_server import stop
 
-    record = stop()
+    record = stop(host, port)
     if record is None:
-        _say("no server started by `juryflow server start` is running")
+        _say(_none_runs(host, port))
         return
     _say(f"Prefect server {record.ui_url} (pid {record.pid}) stopped")
+
+
+def _none_runs(host: str | None, port: int | None) -> str:
+    """Why nothing was stopped: no server at all, or none at the address asked for (then
+    what does run, so the next command can name it)."""
+    from juryflow.flows.runtime.detached_server import port_taken, recorded
+
+    if host is None and port is None:
+        return "no server started by `juryflow server start` is running"
+    line = f"no server started by `juryflow server start` runs on {_address(host, port)}"
+    running = recorded()
+    if running is not None:
+        return (
+            f"{line}; the one it started runs on {running.host}:{running.port}: "
+            f"`juryflow server stop --port {running.port}` stops it"
+        )
+    if port is not None and port_taken(host or "127.0.0.1", port):
+        # a server started another way (`prefect server start`) is not ours to kill
+        return f"{line}; another program listens there: stop it the way it was started"
+    return line
+
+
+def _address(host: str | None, port: int | None) -> str:
+    if host is None:
+        return f"port {port}"
+    return host if port is None else f"{host}:{port}"
 
 
 @server_app.command("status")
