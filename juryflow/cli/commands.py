@@ -206,7 +206,7 @@ _register_calibration(app)  # `calibrate`
 
 from juryflow.cli.ops import register as _register_ops  # noqa: E402
 
-_register_ops(app)  # `regression`, `reaggregate`, `report` and `serve`
+_register_ops(app)  # `regression`, `reaggregate`, `report`, `serve`, `init`, `finish`
 
 from juryflow.cli.runs import register as _register_runs  # noqa: E402
 
@@ -223,10 +223,6 @@ _register_annotations(app)  # `export-annotations`
 from juryflow.cli.store import register as _register_store  # noqa: E402
 
 _register_store(app)  # `store compact`
-
-from juryflow.cli.shards import register as _register_shards  # noqa: E402
-
-_register_shards(app)  # `finish`
 
 from juryflow.cli.server import register as _register_server  # noqa: E402
 

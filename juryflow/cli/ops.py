@@ -1,4 +1,5 @@
-"""CLI commands for operations: `regression`, `reaggregate`, `report`, `serve` and `init`.
+"""CLI commands for operations: `regression`, `reaggregate`, `report`, `serve`, `init` and
+`finish` (a sharded run's last step).
 
 Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
 """
@@ -6,10 +7,12 @@ Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
 from typing import Annotated, Any, cast
 
+import duckdb
 import typer
 from rich.console import Console
 
@@ -429,9 +432,50 @@ def init_command(
     console.print(output.plain(f"next: {next_command(target)}"), soft_wrap=True)
 
 
+def finish(
+    run: Annotated[str, typer.Argument(help="The sharded run (its --run-id, or a prefix).")],
+    db: DbOption = None,
+    format_: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Check every shard of RUN finished and every (item, judge) is stored once, then mark
+    the run completed. The last shard to finish does this itself; run it to check, or after
+    resuming a shard by hand."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.shards import ShardError, finish_sharded_run
+    from juryflow.storage.store import Store
+
+    if format_ not in {"table", "json"}:
+        _fail("--format must be table or json")
+    run_id = resolve_or_exit(db, run)
+    assert run_id is not None
+    try:
+        status = finish_sharded_run(Store(db), run_id)
+    except (ShardError, StoreError) as error:
+        _fail(str(error))
+        return
+    except duckdb.Error as error:
+        _fail(f"cannot finish run {run_id}: {type(error).__name__}: {error}")
+        return
+    if format_ == "json":
+        console.print_json(json.dumps(status.to_dict()))
+        return
+    console.print(
+        f"run {status.run_id}: {status.status}; {len(status.shards)} shards finished, "
+        f"{status.items} items, {status.judgments} judgments, each (item, judge) once",
+        highlight=False,
+    )
+    for row in status.shards:  # every one finished: finish_sharded_run checked it
+        finished = f"{row.finished_at:%Y-%m-%d %H:%M:%S}" if row.finished_at else "-"
+        console.print(
+            f"  shard {row.shard}/{row.n_shards}  {row.owner or '-'}  finished {finished}",
+            highlight=False,
+        )
+
+
 def register(app: typer.Typer) -> None:
     app.command("regression")(regression_command)
     app.command("reaggregate")(reaggregate_command)
     app.command("report")(report_command)
     app.command("serve")(serve_command)
     app.command("init")(init_command)
+    app.command("finish")(finish)
