@@ -18,6 +18,7 @@ import pytest
 from juryflow.cli.init_project import STUB_PORT
 from juryflow.judges.panel import load_panel
 from juryflow.storage.store import Store
+from tests.conftest import REPO
 from tests.test_custom_prompts import juryflow
 
 STARTER_FILES = {"data.jsonl", "panel.yaml", "panel_llm.yaml", "my_prompt.txt"}
@@ -33,11 +34,19 @@ def printed_next_command(stdout: str) -> list[str]:
 
 
 def run_next_command(argv: list[str], cwd: Path, db: Path) -> subprocess.CompletedProcess[str]:
-    """The printed command (``cd DIR && juryflow run ...``), with a store of the test's."""
+    """The printed command (``cd DIR && juryflow run ...``), with a store of the test's. Its
+    program is ``juryflow`` when the shell finds this installation's script, else that
+    script's path (issue 43: a virtualenv nobody activated), which is run as printed."""
     if argv[0] == "cd":
         cwd, argv = cwd / argv[1], argv[3:]
-    assert argv[:2] == ["juryflow", "run"], argv
-    return juryflow(*argv[1:], "--db", str(db), cwd=cwd)
+    assert argv[1] == "run", argv
+    if argv[0] == "juryflow":
+        return juryflow(*argv[1:], "--db", str(db), cwd=cwd)
+    assert Path(argv[0]).is_absolute() and Path(argv[0]).name == "juryflow", argv
+    env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    return subprocess.run(
+        [*argv, "--db", str(db)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def test_init_then_the_printed_command_judges_the_starter_dataset(tmp_path: Path) -> None:
@@ -49,8 +58,8 @@ def test_init_then_the_printed_command_judges_the_starter_dataset(tmp_path: Path
     for name in STARTER_FILES:
         assert f"myproject/{name}" in done.stdout
     argv = printed_next_command(done.stdout)
-    assert argv == ["cd", "myproject", "&&", "juryflow", "run", "data.jsonl", "--panel",
-                    "panel.yaml"]  # fmt: skip
+    assert argv[:3] == ["cd", "myproject", "&&"]
+    assert argv[4:] == ["run", "data.jsonl", "--panel", "panel.yaml"]
 
     db = tmp_path / "store.duckdb"
     ran = run_next_command(argv, tmp_path, db)
@@ -77,7 +86,7 @@ def test_init_in_the_current_directory_prints_the_command_without_cd(tmp_path: P
     done = init(cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     argv = printed_next_command(done.stdout)
-    assert argv == ["juryflow", "run", "data.jsonl", "--panel", "panel.yaml"]
+    assert argv[1:] == ["run", "data.jsonl", "--panel", "panel.yaml"]
     ran = run_next_command(argv, tmp_path, tmp_path / "here.duckdb")
     assert ran.returncode == 0, ran.stderr
 
@@ -186,3 +195,17 @@ def test_the_llm_starter_panel_runs_its_prompt_file_against_the_stand_in(
         "FROM judgments WHERE judge_id = 'claude'"
     )
     assert rows == [(6, 6, f"file:my_prompt@{prompt_sha[:12]}", prompt_sha)]
+
+
+def test_the_printed_command_names_the_script_the_shell_would_not_find(tmp_path: Path) -> None:
+    """Issue 43: `juryflow agreement RUN` printed after a run failed with `command not found`
+    when the virtualenv was not activated; the command shown is then the script's path."""
+    script = Path(sys.executable).parent / "juryflow"
+    bare = dict(os.environ, PATH="/usr/bin:/bin")  # no virtualenv on it
+    found = dict(os.environ, PATH=f"{script.parent}{os.pathsep}/usr/bin:/bin")
+    probe = "from juryflow.flows.runtime.interrupts import juryflow_command as c; print(c())"
+    for env, expected in ((bare, ".venv/bin/juryflow"), (found, "juryflow")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, env=env
+        )
+        assert out.stdout.strip() == expected, out.stderr

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shlex
+import shutil
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 from uuid import UUID
@@ -73,6 +76,23 @@ def take() -> InterruptedRun | None:
     found = _outcomes[-1] if _outcomes else None
     _outcomes.clear()
     return found
+
+
+@functools.cache
+def juryflow_command(absolute: bool = False) -> str:
+    """How the user calls this juryflow again from here: ``juryflow`` when the shell finds
+    this installation's script, else that script's path (a virtualenv that was never
+    activated: ``.venv/bin/juryflow``, which a bare ``juryflow`` would not find; in full
+    with ``absolute``, for a command that changes directory first), else this interpreter
+    with ``-m juryflow``."""
+    script = Path(sys.executable).parent / "juryflow"  # the venv's bin, not its target
+    found = shutil.which("juryflow")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "juryflow"
+    if script.is_file():
+        shown = str(script) if absolute else os.path.relpath(script)
+        return shlex.quote(shown if not shown.startswith("..") else str(script))
+    return f"{shlex.quote(sys.executable)} -m juryflow"
 
 
 def resume_hint(run_id: str, db: str) -> str:

@@ -170,7 +170,8 @@ def write_starter(directory: Path, force: bool = False) -> list[tuple[Path, str]
 
 def next_command(directory: Path) -> str:
     """The command that runs the starter project, from where `juryflow init` was called."""
-    run = f"juryflow run {DATASET} --panel {PANEL}"
-    if directory.resolve() == Path.cwd().resolve():
-        return run
-    return f"cd {shlex.quote(str(directory))} && {run}"
+    from juryflow.flows.runtime.interrupts import juryflow_command
+
+    here = directory.resolve() == Path.cwd().resolve()
+    run = f"{juryflow_command(absolute=not here)} run {DATASET} --panel {PANEL}"
+    return run if here else f"cd {shlex.quote(str(directory))} && {run}"

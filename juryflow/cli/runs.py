@@ -248,13 +248,15 @@ def _count(number: int, noun: str) -> str:
 
 def _next_commands(result: ImportResult) -> list[tuple[str, str]]:
     """The commands that read the imported run, each with what it shows."""
-    db = shlex.quote(result.db)
+    from juryflow.flows.runtime.interrupts import juryflow_command
+
+    db, juryflow = shlex.quote(result.db), juryflow_command()
     commands = [
-        (f"juryflow agreement {result.run_id} --db {db}", "how far the judges agree, and how "
-         "right they are against the human labels"),
-        (f"juryflow calibrate {result.run_id} --db {db}", "the consensus rule the human labels "
-         "choose, scored out of fold"),
-        (f"juryflow view --db {db} --open", "each item with every judge's answer"),
+        (f"{juryflow} agreement {result.run_id} --db {db}", "how far the judges agree, and "
+         "how right they are against the human labels"),
+        (f"{juryflow} calibrate {result.run_id} --db {db}", "the consensus rule the human "
+         "labels choose, scored out of fold"),
+        (f"{juryflow} view --db {db} --open", "each item with every judge's answer"),
     ]  # fmt: skip
     return commands if result.labelled else [commands[0], commands[2]]
 

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from juryflow.analysis.run_figures import spent_text
+from juryflow.flows.runtime.interrupts import juryflow_command
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
@@ -263,10 +264,11 @@ def print_run_summary(
         console.print(judges)
     console.print("\nNext:")
     db = shlex.quote(str(summary["db"]))
+    juryflow = juryflow_command()  # a path when the shell would not find a bare `juryflow`
     for command, what in (
-        (f"juryflow agreement {summary['run_id']} --db {db}", "how far the judges agree, and "
-         "how right they are against the human labels"),
-        (f"juryflow view --db {db} --open", "each item with what every judge flagged"),
+        (f"{juryflow} agreement {summary['run_id']} --db {db}", "how far the judges agree, "
+         "and how right they are against the human labels"),
+        (f"{juryflow} view --db {db} --open", "each item with what every judge flagged"),
     ):  # fmt: skip
         console.print(plain(f"  {command}   # {what}", one_line=True), soft_wrap=True)
 
