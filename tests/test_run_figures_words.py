@@ -69,3 +69,22 @@ def test_a_priced_run_says_what_it_spent_and_leaves_no_lock_file(tmp_path: Path)
     db = tmp_path / "s.duckdb"
     assert journal_path(db, summary["run_id"]).parent.is_dir()
     assert not liveness_path(db, summary["run_id"]).exists()
+
+
+def test_a_judge_that_never_answered_shows_no_f1_rather_than_zero(tmp_path: Path) -> None:
+    """Its all-items F1 is 0 (it flagged nothing), which read as a judge always wrong."""
+    from rich.console import Console
+
+    from juryflow.terminal.judge_table import judges_of_run
+
+    failing = (
+        "  - {{id: broken, provider: openai, model: 'stub-spans-good+400', "
+        "prompt: data2txt_spans, base_url: '{url}', api_key_env: {key}, max_attempts: 1}}\n"
+    )
+    summary = _run(tmp_path, failing)
+    console = Console(record=True, width=120)
+    console.print(judges_of_run(summary))
+    cells = [line.split("│") for line in console.export_text().splitlines()]
+    rows = {row[1].strip(): row[-2].strip() for row in cells if len(row) > 2}
+    assert rows["broken"] == "n/a (no answer)"
+    assert rows["numbers"] == "0.000"  # it answered every item, and flagged none

@@ -27,6 +27,10 @@ def _pct(value: float | None) -> str:
 def _f1(report: AgreementReport, predictor: str) -> str:
     for accuracy in report.accuracy:
         if accuracy.predictor == predictor and accuracy.response is not None:
+            if not accuracy.n_answered:
+                # Its all-items F1 is 0 (it flagged nothing), which reads as a judge that
+                # answered and was always wrong: say it never answered.
+                return "n/a (no answer)"
             f1 = accuracy.response.f1
             return "—" if f1 is None else f"{f1:.3f}"
     return "—"
