@@ -149,7 +149,8 @@ async def cancel_shard_runs(coordinator_id: UUID | str, reason: str, logger: _Lo
                     Cancelled(message=reason) if waiting else Cancelling(message=reason)
                 )
                 result = await client.set_flow_run_state(run.id, state)
-                shard = run.parameters.get("shard", "?")
+                request = run.parameters.get("request")
+                shard = request.get("shard", "?") if isinstance(request, dict) else "?"
                 if result.status == SetStateStatus.ACCEPT:
                     stopped += 1
                     logger.info("cancelling shard %s: flow run %s (%s)", shard, run.id, run.name)
