@@ -232,6 +232,10 @@ from juryflow.cli.stub_server import register as _register_stub_server  # noqa: 
 
 _register_stub_server(app)  # `stub-server`
 
+from juryflow.cli.look import register as _register_look  # noqa: E402
+
+_register_look(app)  # `show` and `compare`
+
 
 def main() -> None:
     try:
