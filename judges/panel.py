@@ -21,6 +21,7 @@ is refused by :func:`load_panel`).
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -428,10 +429,29 @@ def parse_panel(data: Any, source: str = "panel", base_dir: Path | None = None) 
     try:
         panel = PanelSpec.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
-        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
+        errors = error.errors()
+        # A judge that fails validation leaves the list short too: that is no second problem.
+        inside = any(e["loc"][:1] == ("judges",) and len(e["loc"]) > 1 for e in errors)
+        errors = [e for e in errors if not (inside and e["loc"] == ("judges",))]
+        problems = "; ".join(_problem(e["loc"], _message(e)) for e in errors)
         raise PanelError(f"{source}: {problems}") from None
     _check_references(panel, source)
     return panel
+
+
+_KEYS_AT: dict[str, Any] = {}
+"""The keys a mapping under each top-level key takes (filled once the classes exist)."""
+
+
+def _message(error: Any) -> str:
+    """pydantic's message, or for a key the panel does not take, the closest one it does."""
+    if error["type"] != "extra_forbidden":
+        return str(error["msg"])
+    loc = error["loc"]
+    keys = _KEYS_AT.get(str(loc[0]) if len(loc) > 1 else "", PanelSpec.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), list(keys), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "docs/reference/panel-keys.md lists them"
+    return f"not a key this takes ({hint})"
 
 
 def _problem(loc: tuple[int | str, ...], message: str) -> str:
@@ -504,3 +524,6 @@ def _refuse_prompt_text(data: Any, source: str) -> None:
                 f"{source}: judge {judge.get('id')!r}: 'prompt_text' is filled in by juryflow; "
                 "put the text in a file and give its path as 'prompt: ./my_prompt.txt'"
             )
+
+
+_KEYS_AT.update(judges=JudgeSpec.model_fields, prices=Price.model_fields)

@@ -25,6 +25,7 @@ An even split is never a majority, for verdicts and for characters alike.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -755,9 +756,11 @@ class ConsensusRule:
         """Weights naming a judge the panel does not have are a typo, not a no-op."""
         unknown = sorted((set(self.weights) | set(self.span_weights)) - set(judge_ids))
         if unknown:
+            close = difflib.get_close_matches(unknown[0], list(judge_ids), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise RuleError(
-                f"consensus.weights name judge(s) {', '.join(unknown)} that the panel does not "
-                f"have; the panel's judges are {', '.join(judge_ids)}"
+                f"consensus.weights name judge(s) {', '.join(unknown)}{hint} that the panel "
+                f"does not have; the panel's judges are {', '.join(judge_ids)}"
             )
 
 

@@ -183,3 +183,34 @@ def test_a_cut_off_first_object_stays_a_row_error(tmp_path: Path) -> None:
     assert dataset_columns(data) == ["id", "reference", "response"]
     rows = list(read_items(data, ["reference", "response"]))
     assert [row.row_number for row in rows if isinstance(row, RowError)] == [1]
+
+
+@pytest.mark.parametrize(
+    ("panel", "line"),
+    [
+        (
+            {"qourum": 2, "judges": [{"id": "a", "provider": "offline", "detector": "numbers"}]},
+            "panel: qourum: not a key this takes (did you mean 'quorum'?)",
+        ),
+        (
+            {"judges": [{"id": "a", "provider": "offline", "detecter": "numbers"}]},
+            "panel: judges.0.detecter: not a key this takes (did you mean 'detector'?)",
+        ),
+        (
+            {
+                "consensus": {"verdict": "weighted", "weights": {"strng": 2}},
+                "judges": [{"id": "strong", "provider": "offline", "detector": "numbers"}],
+            },
+            "consensus.weights name judge(s) strng (did you mean 'strong'?)",
+        ),
+    ],
+)
+def test_a_misspelt_panel_key_or_judge_id_gets_the_close_one(
+    panel: dict[str, object], line: str
+) -> None:
+    """Issue 43: "did you mean" for panel keys and judge ids."""
+    from juryflow.judges.panel import PanelError, parse_panel
+
+    with pytest.raises(PanelError) as refused:
+        parse_panel(panel)
+    assert line in str(refused.value) and "\n" not in str(refused.value)
