@@ -53,6 +53,7 @@ def test_an_unpriced_models_calls_make_the_cost_unknown_and_samples_are_not_retr
 ) -> None:
     summary = _run(tmp_path, UNPRICED)
     assert summary["unpriced_calls"] == 4 and summary["unpriced_models"] == ["my-finetune-v2"]
+    assert isinstance(summary["unlocalised"], int)
     assert spent_text(summary) == (
         "unknown: 4 calls to my-finetune-v2 have no price (add the model under prices: in the "
         "panel); $0.0000 spent on the priced calls"
@@ -88,3 +89,25 @@ def test_a_judge_that_never_answered_shows_no_f1_rather_than_zero(tmp_path: Path
     rows = {row[1].strip(): row[-2].strip() for row in cells if len(row) > 2}
     assert rows["broken"] == "n/a (no answer)"
     assert rows["numbers"] == "0.000"  # it answered every item, and flagged none
+
+
+def test_the_summary_says_how_many_items_are_unlocalised() -> None:
+    """Issue 43: judges that all flag an item, with a consensus calling it clean, were
+    explained only by `juryflow agreement`; the run's summary says it too."""
+    import io
+
+    from rich.console import Console
+
+    from juryflow.terminal.output import print_run_summary
+
+    summary = {
+        "run_id": "r1", "items": 186, "judges": 2, "scored": 372, "unscored": 0,
+        "hallucination_rate": 0.145, "mean_spread": 0.1, "db": "s.duckdb", "unlocalised": 159,
+    }  # fmt: skip
+    out = io.StringIO()
+    print_run_summary(Console(file=out, width=200), summary)
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("unlocalised")]
+    assert "159 of 186 items: the judges agree something is wrong, not where" in line
+    quiet = io.StringIO()
+    print_run_summary(Console(file=quiet, width=200), {**summary, "unlocalised": 0})
+    assert "unlocalised" not in quiet.getvalue()

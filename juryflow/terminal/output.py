@@ -201,6 +201,24 @@ def _shortened(reason: str) -> str:
     return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
 
 
+def _unlocalised_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Items whose judges agree something is wrong but not where: a verdict read off the
+    spans calls them clean, so a low consensus rate beside judges that flag everything is
+    explained here rather than only in `juryflow agreement`."""
+    count = summary.get("unlocalised") or 0
+    if not count:
+        return []
+    items = summary.get("items") or 0
+    return [
+        (
+            "unlocalised",
+            f"{count} of {items} items: the judges agree something is wrong, not where (no "
+            "character won the span vote); `juryflow agreement` and `juryflow calibrate` "
+            "weigh it",
+        )
+    ]
+
+
 def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     skipped = summary.get("skipped_decided") or 0
     audit = summary.get("audit_items") or 0
@@ -236,6 +254,7 @@ def print_run_summary(
             "n/a" if summary.get("mean_spread") is None else f"{summary['mean_spread']:.3f}",
         ),
         ("insufficient (quorum not met)", str(summary.get("insufficient", 0))),
+        *_unlocalised_rows(summary),
         ("cache hits", str(summary.get("cache_hits", 0))),
         *_early_stop_rows(summary),
         *_cost_rows(summary, cost),

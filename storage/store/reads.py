@@ -124,7 +124,8 @@ class ReadsMixin(StoreBase):
             ).fetchone()
             agreed = con.execute(
                 "SELECT count(*), avg(hallucinated::INTEGER), avg(score_spread), "
-                "count(*) FILTER (WHERE status = 'insufficient') "
+                "count(*) FILTER (WHERE status = 'insufficient'), "
+                "count(*) FILTER (WHERE coalesce(unlocalised, false)) "
                 "FROM consensus WHERE run_id = ?",
                 [run_id],
             ).fetchone()
@@ -157,6 +158,8 @@ class ReadsMixin(StoreBase):
             "hallucination_rate": agreed[1],
             "mean_spread": agreed[2],
             "insufficient": agreed[3],
+            # the judges agree something is wrong, not where: no character won the span vote
+            "unlocalised": agreed[4],
             "rejected_rows": rejected[0],
             "skipped_decided": early[0],
             "items_decided_early": early[1],
