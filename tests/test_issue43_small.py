@@ -214,3 +214,21 @@ def test_a_misspelt_panel_key_or_judge_id_gets_the_close_one(
     with pytest.raises(PanelError) as refused:
         parse_panel(panel)
     assert line in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_stale_prefect_api_url_is_one_line_saying_what_to_do(tmp_path: Path) -> None:
+    """Issue 43: `error: Failed to reach API at ...` gave no hint."""
+    env = dict(
+        os.environ,
+        PREFECT_API_URL="http://127.0.0.1:9/api",  # port 9 (discard): nothing answers
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "juryflow", "run", "--limit", "1", "--db", str(tmp_path / "s.db")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "Failed to reach API at http://127.0.0.1:9/api" in line
+    assert "start one with `juryflow server start`, or unset PREFECT_API_URL" in line

@@ -53,6 +53,12 @@ EXTENSIONS = {"parquet": "parquet", "csv": "csv", "jsonl": "jsonl"}
 
 def fail(message: str) -> NoReturn:
     """A user error: ``error: MESSAGE`` on stderr and exit code 2 (no traceback)."""
+    if message.startswith("Failed to reach API at"):
+        # Prefect's words for a PREFECT_API_URL nothing answers at: say what to do about it.
+        message += (
+            ": no Prefect server answers there (PREFECT_API_URL); start one with `juryflow "
+            "server start`, or unset PREFECT_API_URL and juryflow starts its own"
+        )
     output.print_error(err, message)
     raise typer.Exit(code=2)
 
