@@ -1,11 +1,13 @@
 """A run's spending limit (``--max-cost USD``): pure accounting, no I/O.
 
-A model call may start only while the money spent is below the limit; once it is reached no
-new call starts, and the items not yet judged are left for ``--resume`` (never stored as
-unscored). The cost of a call is known only when it returns, so calls already in flight when
-the limit is reached still finish: the overshoot is at most the cost of those calls, and
-there are never more of them than the panel's concurrency (``max_concurrency`` summed over
-its endpoints), because the check is made inside a concurrency slot.
+A model call starts only if the money spent, the expected cost of the calls in flight and
+its own expected cost fit under the limit (a reservation, released with the call's real
+cost when it returns); otherwise no new call starts, and the items not yet judged are left
+for ``--resume`` (never stored as unscored). Without reservations the calls in flight when
+the limit was reached all finished past it: a 60-item run with ``--max-cost 0.05`` spent
+$0.0919 (issue 43). Now the overshoot is only what the calls in flight cost beyond their
+estimates (a call's estimate: its prompt at ~4 characters a token and its judge's mean
+output so far), or one call alone past it when even one call's estimate does not fit.
 
 Thread-safe rather than asyncio-only, like the limiters: a process may judge on several
 event loops. The budget is per process: Dask workers would each keep their own tally, so
@@ -14,6 +16,7 @@ event loops. The budget is per process: Dask workers would each keep their own t
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from collections.abc import Mapping
@@ -22,6 +25,14 @@ from dataclasses import dataclass
 from juryflow.judges.panel import PanelSpec
 from juryflow.judges.pricing import price_for
 from juryflow.judges.providers.price import Price
+
+ADMIT_POLL_SECONDS = 0.02
+"""How often a call waiting for the calls in flight to return looks again (only near the
+end of a budget: before then every call fits at once)."""
+
+EXPECTED_OUTPUT_TOKENS = 300
+"""Output tokens of a call whose judge has not answered yet: a guess at a JSON answer with
+short reasoning and a few spans (the dry run's guess too)."""
 
 BUDGET_EXIT_CODE = 3
 """The command line's exit code for a run stopped by ``--max-cost`` (resumable)."""
@@ -48,10 +59,13 @@ class BudgetState:
     """Calls still running when the spending first reached the limit (their cost is the
     overshoot); None while it has not."""
     largest_call_usd: float
+    reserved_usd: float = 0.0
+    """The expected cost of the calls in flight."""
 
     @property
     def reached(self) -> bool:
-        return self.spent_usd >= self.max_usd
+        """The money is spent, or a call was refused as it would not have fitted."""
+        return self.spent_usd >= self.max_usd or self.refused > 0
 
 
 class Budget:
@@ -67,24 +81,58 @@ class Budget:
         self._in_flight = 0
         self._in_flight_at_reach: int | None = None
         self._largest = 0.0
+        self._reserved = 0.0
 
     @property
     def reached(self) -> bool:
+        """The money is spent, or a call was refused as it would not have fitted: the run
+        stops either way, and a call refused now is not followed by a cheaper one."""
         with self._lock:
-            return self._spent >= self.max_usd
+            return self._spent >= self.max_usd or self._refused > 0
 
-    def start(self) -> None:
+    def start(self, estimate_usd: float = 0.0) -> None:
+        """Let a call expected to cost ``estimate_usd`` start, reserving that much, or raise
+        :class:`BudgetReached` when it would not fit beside what is spent and reserved."""
+        if not self._try_start(estimate_usd, wait=False):
+            raise BudgetReached(f"budget of ${self.max_usd:g} reached")
+
+    async def admit(self, estimate_usd: float) -> None:
+        """:meth:`start` for a call that may wait: while calls in flight hold reservations
+        it would not fit beside, it waits for them to return (their real cost is usually
+        below their estimate), so that the run spends up to the limit, not stops short of
+        it. Alone in flight, it starts while money is left; refused (:class:`BudgetReached`)
+        once the money is spent."""
+        while not self._try_start(estimate_usd, wait=True):
+            await asyncio.sleep(ADMIT_POLL_SECONDS)
+
+    def _try_start(self, estimate_usd: float, *, wait: bool) -> bool:
+        """True when the call starts; False when it should wait; raises when refused."""
+        estimate = max(estimate_usd, 0.0)
         with self._lock:
-            if self._spent >= self.max_usd:
-                self._refused += 1
-                raise BudgetReached(f"budget of ${self.max_usd:g} reached")
-            self._calls += 1
-            self._in_flight += 1
+            # Alone, a call may start while money is left even if its estimate passes the
+            # limit (a budget under one call's guess would otherwise judge nothing): the
+            # run then ends at most one call past the limit.
+            fits = (
+                self._spent + self._reserved + estimate <= self.max_usd
+                or estimate == 0
+                or self._in_flight == 0
+            )
+            if self._spent < self.max_usd and fits:
+                self._calls += 1
+                self._in_flight += 1
+                self._reserved += estimate
+                return True
+            if wait and self._spent < self.max_usd and self._in_flight > 0:
+                return False
+            self._refused += 1
+        raise BudgetReached(f"budget of ${self.max_usd:g} reached")
 
-    def finish(self, cost_usd: float) -> None:
-        """The call that ``start`` let through ended and cost ``cost_usd`` (0 if it failed)."""
+    def finish(self, cost_usd: float, estimate_usd: float = 0.0) -> None:
+        """The call that ``start`` let through (reserving ``estimate_usd``) ended and cost
+        ``cost_usd`` (0 if it failed)."""
         with self._lock:
             self._in_flight -= 1
+            self._reserved = max(self._reserved - max(estimate_usd, 0.0), 0.0)
             was_below = self._spent < self.max_usd
             self._spent += max(cost_usd, 0.0)
             self._largest = max(self._largest, cost_usd)
@@ -101,6 +149,7 @@ class Budget:
                 in_flight=self._in_flight,
                 in_flight_at_reach=self._in_flight_at_reach,
                 largest_call_usd=self._largest,
+                reserved_usd=self._reserved,
             )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from juryflow.judges.anchoring import anchor_spans
 from juryflow.judges.breaker import CircuitBreaker, JudgeStopped
-from juryflow.judges.budget import Budget, BudgetReached
+from juryflow.judges.budget import EXPECTED_OUTPUT_TOKENS, Budget, BudgetReached
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.pricing import cost_usd
@@ -133,6 +133,8 @@ class LLMJudge:
         self._secrets = tuple(spec.credentials())
         remember_secret(*self._secrets)
         self._closed = False
+        # Output tokens of the calls answered so far, for the budget's estimate of the next.
+        self._outputs = [0, 0]
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.judge_id!r}, {self.spec.provider}:{self.model})"
@@ -148,6 +150,17 @@ class LLMJudge:
 
     def _cache_key(self, prompt: str) -> str:
         return prompt_cache_key(self.spec, prompt)
+
+    def call_estimate(self, prompt: str) -> float:
+        """What a call of ``prompt`` is expected to cost, reserved by ``--max-cost`` while it
+        runs: the prompt at ~4 characters a token and this judge's mean output so far (a
+        guess before its first answer); 0 for a model without a price (refused up front)."""
+        total, answered = self._outputs
+        output = total / answered if answered else EXPECTED_OUTPUT_TOKENS
+        cost = cost_usd(
+            self.model, len(prompt) // 4, round(min(output, self.spec.max_tokens)), self.prices
+        )
+        return cost or 0.0
 
     def call_cost(
         self, prompt: str, response: ModelResponse | None, *, batch: bool = False
@@ -258,8 +271,9 @@ class LLMJudge:
                 if breaker is not None:
                     breaker.check()
                 # Also in the slot: the spending of the calls that held it is known by now.
+                estimate = self.call_estimate(prompt) if budget is not None else 0.0
                 if budget is not None:
-                    budget.start()
+                    await budget.admit(estimate)
                 attempts += 1
                 answered: ModelResponse | None = None
                 try:
@@ -271,7 +285,10 @@ class LLMJudge:
                     raise
                 finally:
                     if budget is not None:
-                        budget.finish(self.call_cost(prompt, answered))
+                        budget.finish(self.call_cost(prompt, answered), estimate)
+                    if answered is not None and answered.output_tokens is not None:
+                        self._outputs[0] += answered.output_tokens
+                        self._outputs[1] += 1
                 if breaker is not None:
                     breaker.succeeded()
                 if response.input_tokens is not None and response.output_tokens is not None:

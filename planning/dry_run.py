@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from juryflow.judges.budget import check_enforceable
+from juryflow.judges.budget import EXPECTED_OUTPUT_TOKENS, check_enforceable
 from juryflow.judges.llm_judge import prompt_cache_key
 from juryflow.judges.panel import JudgeSpec, PanelSpec
 from juryflow.judges.pricing import cached_prefix_tokens, price_for
@@ -39,9 +39,9 @@ CHARS_PER_TOKEN = 4
 English prose runs at about four characters a token for the GPT and Claude tokenizers,
 the same figure the rate limiter reserves by."""
 
-DEFAULT_OUTPUT_TOKENS = 300
+DEFAULT_OUTPUT_TOKENS = EXPECTED_OUTPUT_TOKENS
 """Output tokens per call when the store has no earlier call of the judge's model and
-prompt: a guess at a JSON answer with short reasoning and a few spans."""
+prompt: the guess ``--max-cost`` reserves for a judge's first calls too."""
 
 INPUT_METHOD = (
     "input tokens: characters of each rendered prompt / 4 (an estimate, no tokenizer); "

@@ -153,7 +153,7 @@ def test_a_resumed_runs_summary_counts_the_first_invocations_429s(
             asyncio.run(
                 evaluate(
                     RunRequest(
-                        dataset=str(subset), panel=str(panel), db=str(db_path), max_cost=0.005
+                        dataset=str(subset), panel=str(panel), db=str(db_path), max_cost=0.02
                     )
                 )
             )
