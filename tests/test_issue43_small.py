@@ -232,3 +232,25 @@ def test_a_stale_prefect_api_url_is_one_line_saying_what_to_do(tmp_path: Path) -
     (line,) = done.stderr.strip().splitlines()
     assert "Failed to reach API at http://127.0.0.1:9/api" in line
     assert "start one with `juryflow server start`, or unset PREFECT_API_URL" in line
+
+
+def test_a_regressed_check_prints_no_prefect_error_line(tmp_path: Path) -> None:
+    """Issue 43: the regressed case also printed Prefect's ERROR report of the flow run it
+    ended Failed on purpose, beside the command's own lines."""
+    from tests.test_regression import PANEL
+
+    env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    db = str(tmp_path / "s.duckdb")
+    codes = []
+    for name, detector in (("good", "numbers"), ("changed", "content")):
+        panel = tmp_path / f"{name}.yaml"
+        panel.write_text(PANEL.format(numbers=detector), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-m", "juryflow", "regression", str(SAMPLE), "--panel", str(panel),
+             "--db", db, "--suite", "s", "--limit", "12"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        )  # fmt: skip
+        codes.append(done.returncode)
+    assert codes == [0, 1], done.stderr
+    assert "regressed" in done.stderr.lower() or "regressed" in done.stdout.lower()
+    assert "ERROR" not in done.stderr, done.stderr

@@ -132,7 +132,7 @@ def regression_command(
     Over 100 lines: its option list (the new run's options, as `juryflow run` declares
     them, then the gate's thresholds); the body is one request, one flow call, one line."""
     from juryflow.flows.regression import RegressionDetected, regression
-    from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
+    from juryflow.flows.runtime.prefect_env import quiet_prefect_logging, quiet_stopped_run
     from juryflow.planning.run_request import RunRequest
     from juryflow.planning.run_setup import prepare_run
 
@@ -151,6 +151,9 @@ def regression_command(
     if baseline not in ("last", ""):
         baseline = resolve_or_exit(request.db, baseline, "--baseline") or baseline
     quiet_prefect_logging()
+    # A regression ends its flow run Failed on purpose, and Prefect reports that as an ERROR
+    # line; the command's own lines below say what regressed (--verbose is not offered here).
+    quiet_stopped_run()
     try:
         state: Any = asyncio.run(
             cast(
