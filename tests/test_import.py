@@ -27,6 +27,7 @@ import pytest
 from typer.testing import CliRunner
 
 from juryflow.cli import app
+from juryflow.flows.runtime.interrupts import juryflow_command
 from tests.conftest import REPO, SAMPLE
 
 runner = CliRunner()
@@ -122,7 +123,9 @@ def test_wide_map_layout_with_polarity(feedback: Path, db_path: Path) -> None:
     run_id = summary["run_id"]
     assert (summary["items"], summary["judges"], summary["judgments"]) == (5, 3, 13)
     assert summary["labelled_items"] == 5
-    assert summary["next"][0] == f"juryflow agreement {run_id} --db {db_path}"
+    # the script the shell would find (issue 43): `juryflow`, or its path when not on PATH
+    juryflow = juryflow_command()
+    assert summary["next"][0] == f"{juryflow} agreement {run_id} --db {db_path}"
     run = Store(db_path).get_run(run_id)
     assert run is not None and (run.kind, run.status) == ("import", "completed")
     assert run.dataset == str(feedback.resolve())
@@ -633,7 +636,7 @@ def test_user_errors_are_one_line(feedback: Path, tmp_path: Path, db_path: Path)
     as_csv = tmp_path / "really_csv.jsonl"
     as_csv.write_text("id,a\n1,true\n", encoding="utf-8")
     code, out, err = invoke("import", str(as_csv), "--judge", "a", *db)
-    assert_one_line_error(code, out, err, "line 1 is not a JSON object", "(.csv, .parquet)")
+    assert_one_line_error(code, out, err, "line 1 is not a JSON object", "rename the file to .csv")
     odd = tmp_path / "judgments.xlsx"
     odd.write_text("x", encoding="utf-8")
     code, out, err = invoke("import", str(odd), "--judge", "a", *db)
