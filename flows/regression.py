@@ -21,28 +21,23 @@ clear, stored with the comparison in its ``thresholds``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
-from juryflow.analysis.regression_baseline import baseline_warnings
+from juryflow.analysis.comparison_summary import comparison_summary
 from juryflow.flows.artifacts import publish_comparison_artifacts, publish_report_link
 from juryflow.flows.evaluate import evaluate
 from juryflow.flows.noise_check import NoiseCheck, noise_check
 from juryflow.maths.noise.noise_floor import noise_floor as measure_floor
 from juryflow.maths.regression_stats import (
     Thresholds,
-    check_thresholds,
-    gate_notes,
-    regression_message,
 )
 from juryflow.planning.run_request import RunRequest
 from juryflow.storage.comparisons import (
     compare_stored,
-    judged_item_count,
     last_good_run,
     save_comparison,
 )
@@ -96,46 +91,18 @@ def compare_runs(
             thresholds.false_alarm_rate,
         )
         thresholds = replace(thresholds, noise_floor=floor)
-    problems = check_thresholds(comparison, thresholds)
-    # What could not be checked goes into the stored message too: a suite too small for
-    # the Wilcoxon test must not look as if it had passed the mean-increase gate.
-    notes = gate_notes(comparison, thresholds)
-    message = regression_message(problems, notes)
-    comparison_id = save_comparison(
-        store, run_id, baseline_run_id, comparison, thresholds, problems, message
+    summary = comparison_summary(store, comparison, run_id, baseline_run_id, thresholds)
+    summary["comparison_id"] = save_comparison(
+        store,
+        run_id,
+        baseline_run_id,
+        comparison,
+        thresholds,
+        summary["problems"],
+        summary["message"],
     )
-    run, baseline = store.get_run(run_id), store.get_run(baseline_run_id)
-    assert run is not None and baseline is not None  # both resolved before
-    n_items = judged_item_count(store, run_id)
-    warnings = baseline_warnings(run, baseline, n_items, comparison.score.n_paired)
-
-    def num(value: float) -> float | None:
-        return None if math.isnan(value) else value
-
-    return {
-        "comparison_id": comparison_id,
-        "baseline_run_id": baseline_run_id,
-        "regressed": bool(problems),
-        "problems": problems,
-        "notes": notes,
-        "message": message,
-        "n_paired": comparison.score.n_paired,
-        "n_items": n_items,
-        "baseline_warnings": warnings,
-        "mean_delta": num(comparison.score.mean_delta),
-        "p_value": num(comparison.score.p_value),
-        "flips_to_hallucinated": comparison.flips_to_hallucinated,
-        "flips_to_clean": comparison.flips_to_clean,
-        "judge_drift": {j.judge_id: num(j.drift) for j in comparison.judges},
-        "agreement_before": num(comparison.agreement_before),
-        "agreement_after": num(comparison.agreement_after),
-        "ci_low": num(comparison.score.ci_low),
-        "ci_high": num(comparison.score.ci_high),
-        "noise_floor": (
-            None if thresholds.noise_floor is None else thresholds.noise_floor.as_dict()
-        ),
-        "noise_run_id": None if noise is None else noise.run_id,
-    }
+    summary["noise_run_id"] = None if noise is None else noise.run_id
+    return summary
 
 
 @flow(name="regression", log_prints=True)

@@ -1,2 +1,3 @@
-"""Judges: the interface, providers, output parsing, span anchoring and the pure consensus /
-agreement maths. Nothing in this package touches the database."""
+"""Judges: the interface, panel files, providers (and their registry), offline detectors,
+output parsing and span anchoring. The consensus and agreement maths is ``juryflow.maths``;
+nothing in this package touches the database."""

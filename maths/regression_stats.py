@@ -434,3 +434,25 @@ def regression_message(problems: list[str], notes: Sequence[str] = ()) -> str:
     """
     verdict = "regressed: " + "; ".join(problems) if problems else "no regression"
     return verdict + "".join(f". Note: {note}" for note in notes)
+
+
+@dataclass(frozen=True, slots=True)
+class GateVerdict:
+    """What the regression gate made of a comparison: the thresholds crossed, what could
+    not be checked, and the one message saying both."""
+
+    problems: list[str]
+    notes: list[str]
+    message: str
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.problems)
+
+
+def gate(comparison: Comparison, thresholds: Thresholds) -> GateVerdict:
+    """The gate's verdict on ``comparison``: every face and the regression flow ask this
+    one function, so none decides "regressed" on its own."""
+    problems = check_thresholds(comparison, thresholds)
+    notes = gate_notes(comparison, thresholds)
+    return GateVerdict(problems, notes, regression_message(problems, notes))

@@ -271,44 +271,11 @@ def _comparison(
 ) -> dict[str, Any]:
     """The comparison as ``juryflow.flows.regression.compare_runs`` summarises it, but not
     stored: the same figures, problems, notes and baseline warnings."""
-    from juryflow.analysis.regression_baseline import baseline_warnings
-    from juryflow.maths.regression_stats import check_thresholds, gate_notes, regression_message
-    from juryflow.storage.comparisons import compare_stored, judged_item_count
+    from juryflow.analysis.comparison_summary import comparison_summary
+    from juryflow.storage.comparisons import compare_stored
 
     found: Comparison = compare_stored(store, baseline_id, run_id)
-    problems = check_thresholds(found, thresholds)
-    notes = gate_notes(found, thresholds)
-    run, baseline = store.get_run(run_id), store.get_run(baseline_id)
-    assert run is not None and baseline is not None  # both resolved before
-    n_items = judged_item_count(store, run_id)
-    score = found.score
-    return _no_nan(
-        {
-            "run_id": run_id,
-            "suite": run.suite,
-            "baseline_run_id": baseline_id,
-            "regressed": bool(problems),
-            "problems": problems,
-            "notes": notes,
-            "message": regression_message(problems, notes),
-            "n_paired": score.n_paired,
-            "n_items": n_items,
-            "baseline_warnings": baseline_warnings(run, baseline, n_items, score.n_paired),
-            "mean_delta": score.mean_delta,
-            "p_value": score.p_value,
-            "ci_low": score.ci_low,
-            "ci_high": score.ci_high,
-            "flips_to_hallucinated": found.flips_to_hallucinated,
-            "flips_to_clean": found.flips_to_clean,
-            "flipped_items": found.flipped_items,
-            "judge_drift": {j.judge_id: j.drift for j in found.judges},
-            "agreement_before": found.agreement_before,
-            "agreement_after": found.agreement_after,
-            "agreement_change": found.agreement_change,
-            "thresholds": thresholds.as_dict(),
-            "noise_floor": None,
-        }
-    )
+    return comparison_summary(store, found, run_id, baseline_id, thresholds)
 
 
 def _figure(value: float | None, signed: bool = True) -> str:

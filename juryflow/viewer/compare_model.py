@@ -11,13 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from juryflow.maths.regression_stats import (
-    Comparison,
-    Thresholds,
-    check_thresholds,
-    gate_notes,
-    regression_message,
-)
+from juryflow.maths.regression_stats import Comparison, Thresholds, gate
 from juryflow.pages.charts import drift_svg
 from juryflow.pages.regression_words import figure, noise_floor_rows
 from juryflow.storage.comparisons import compare_stored
@@ -84,7 +78,7 @@ def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _record(c: Comparison, thresholds: Thresholds) -> dict[str, Any]:
     """An unstored comparison in the shape of a stored one (what ``save_comparison`` writes)."""
-    problems = check_thresholds(c, thresholds)
+    verdict = gate(c, thresholds)
     s = c.score
     return {
         "comparison_id": None,
@@ -100,8 +94,8 @@ def _record(c: Comparison, thresholds: Thresholds) -> dict[str, Any]:
         "flips_to_clean": c.flips_to_clean,
         "agreement_before": c.agreement_before,
         "agreement_after": c.agreement_after,
-        "regressed": bool(problems),
-        "message": regression_message(problems, gate_notes(c, thresholds)),
+        "regressed": verdict.regressed,
+        "message": verdict.message,
         "thresholds": thresholds.as_dict(),
         "flipped_items": c.flipped_items,
         "judges": [
