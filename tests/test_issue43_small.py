@@ -234,9 +234,12 @@ def test_a_stale_prefect_api_url_is_one_line_saying_what_to_do(tmp_path: Path) -
     assert "start one with `juryflow server start`, or unset PREFECT_API_URL" in line
 
 
-def test_a_regressed_check_prints_no_prefect_error_line(tmp_path: Path) -> None:
+def test_a_regressed_check_prints_no_prefect_error_line_and_markdown_on_request(
+    tmp_path: Path,
+) -> None:
     """Issue 43: the regressed case also printed Prefect's ERROR report of the flow run it
-    ended Failed on purpose, beside the command's own lines."""
+    ended Failed on purpose, beside the command's own lines; `--format markdown` gives the
+    verdict for a CI step summary or a pull-request comment."""
     from tests.test_regression import PANEL
 
     env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
@@ -247,10 +250,13 @@ def test_a_regressed_check_prints_no_prefect_error_line(tmp_path: Path) -> None:
         panel.write_text(PANEL.format(numbers=detector), encoding="utf-8")
         done = subprocess.run(
             [sys.executable, "-m", "juryflow", "regression", str(SAMPLE), "--panel", str(panel),
-             "--db", db, "--suite", "s", "--limit", "12"],
+             "--db", db, "--suite", "s", "--limit", "12",
+             *(["--format", "markdown"] if name == "changed" else [])],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
         )  # fmt: skip
         codes.append(done.returncode)
     assert codes == [0, 1], done.stderr
-    assert "regressed" in done.stderr.lower() or "regressed" in done.stdout.lower()
     assert "ERROR" not in done.stderr, done.stderr
+    # the second check asked for Markdown (a CI step summary): the verdict on stdout
+    assert done.stdout.startswith("### juryflow regression: regressed"), done.stdout
+    assert "| check | value | allowed |" in done.stdout

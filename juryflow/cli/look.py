@@ -25,6 +25,7 @@ from juryflow.maths.regression_stats import Thresholds
 from juryflow.pages.rule_labels import UNLOCALISED_NOTE
 from juryflow.terminal import output
 from juryflow.terminal.output import plain, safe_text, terminal_console
+from juryflow.terminal.regression_markdown import figure_signed, regression_markdown
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
@@ -278,55 +279,6 @@ def _comparison(
     return comparison_summary(store, found, run_id, baseline_id, thresholds)
 
 
-def _figure(value: float | None, signed: bool = True) -> str:
-    return "–" if value is None else (f"{value:+.3g}" if signed else f"{value:.3g}")
-
-
-def _md(value: object) -> str:
-    """Data in a Markdown table cell: one line, its pipes escaped."""
-    return safe_text(value, one_line=True).replace("|", "\\|")
-
-
-def _markdown(c: dict[str, Any]) -> str:
-    """The verdict as a CI step summary or a pull-request comment shows it."""
-    t = c["thresholds"]
-    verdict = "regressed" if c["regressed"] else "no regression"
-    p = c["p_value"]
-    lines = [
-        f"### juryflow compare: {verdict}",
-        "",
-        f"Run `{_md(c['run_id'])}` (suite `{_md(c['suite'])}`) vs baseline "
-        f"`{_md(c['baseline_run_id'])}`: {c['n_paired']} of {c['n_items']} items paired.",
-        "",
-        "| check | value | allowed |",
-        "|---|---|---|",
-        f"| mean consensus score change | {_figure(c['mean_delta'])} (95% CI "
-        f"{_figure(c['ci_low'])} to {_figure(c['ci_high'])}) | rise ≤ {t['max_mean_increase']:g} "
-        f"(when p < {t['p_value_alpha']:g}) |",
-        f"| flips to hallucinated | {c['flips_to_hallucinated']} | "
-        f"≤ {t['max_flips_to_hallucinated']} |",
-        f"| flips to clean | {c['flips_to_clean']} | |",
-        *(
-            f"| judge drift: {_md(judge)} | {_figure(drift)} | ±{t['max_judge_drift']:g} |"
-            for judge, drift in c["judge_drift"].items()
-        ),
-        f"| agreement (Krippendorff α) | {_figure(c['agreement_before'], False)} → "
-        f"{_figure(c['agreement_after'], False)} ({_figure(c['agreement_change'])}) | "
-        f"fall ≤ {t['max_agreement_drop']:g} |",
-        f"| paired items | {c['n_paired']} of {c['n_items']} | |",
-        f"| Wilcoxon p-value | {'–' if p is None else f'{p:.3g}'} | "
-        f"significant below {t['p_value_alpha']:g} |",
-    ]
-    for title, entries in (
-        ("What regressed", c["problems"]),
-        ("Not checked", c["notes"]),
-        ("Baseline warnings", c["baseline_warnings"]),
-    ):
-        if entries:
-            lines += ["", f"**{title}**", "", *(f"- {_md(entry)}" for entry in entries)]
-    return "\n".join(lines) + "\n"
-
-
 def _print_details(c: dict[str, Any], style: str) -> None:
     """What the verdict line sums up: the flips and each judge's drift."""
     to = err if c["regressed"] else console
@@ -334,12 +286,13 @@ def _print_details(c: dict[str, Any], style: str) -> None:
         plain(
             f"flips: {c['flips_to_hallucinated']} clean → hallucinated, "
             f"{c['flips_to_clean']} hallucinated → clean; agreement (Krippendorff α) "
-            f"{_figure(c['agreement_before'], False)} → {_figure(c['agreement_after'], False)}",
+            f"{figure_signed(c['agreement_before'], False)} → "
+            f"{figure_signed(c['agreement_after'], False)}",
             style,
         ),
         soft_wrap=True,
     )
-    drifts = ", ".join(f"{judge} {_figure(d)}" for judge, d in c["judge_drift"].items())
+    drifts = ", ".join(f"{judge} {figure_signed(d)}" for judge, d in c["judge_drift"].items())
     to.print(plain(f"judge drift: {drifts or '–'}", style), soft_wrap=True)
     flipped = c["flipped_items"].get("to_hallucinated", [])
     if flipped:  # the ids `juryflow show` takes next
@@ -409,7 +362,7 @@ def _print_compared(compared: dict[str, Any], format_: str) -> None:
         console.file.write(output.dump_json(compared) + "\n")
         return
     if format_ == "markdown":
-        console.file.write(_markdown(compared))
+        console.file.write(regression_markdown(compared))
         return
     # the verdict line(s) exactly as `juryflow regression` prints them
     result = {k: compared[k] for k in ("run_id", "suite", "message")}

@@ -126,6 +126,15 @@ def regression_command(
             "call and write nothing.",
         ),
     ] = False,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table, or markdown: the verdict for a CI step summary or a pull-request "
+            "comment, on stdout.",
+        ),
+    ] = "table",
 ) -> None:
     """Judge the suite, compare with the baseline run; exit 1 naming what regressed.
 
@@ -136,6 +145,8 @@ def regression_command(
     from juryflow.planning.run_request import RunRequest
     from juryflow.planning.run_setup import prepare_run
 
+    if format_ not in {"table", "markdown"}:
+        _fail("--format must be table or markdown")
     try:
         request = RunRequest.of(**given_settings(ctx))
         if dry_run:
@@ -180,13 +191,32 @@ def regression_command(
     if state.is_failed():
         detected = state.result(raise_on_failure=False)
         if isinstance(detected, RegressionDetected) and detected.result:
-            _print_regression(detected.result, baseline, err, "bold red")
+            _print_outcome(detected.result, baseline, format_, regressed=True)
         else:
             err.print(output.plain(state.message, "bold red"), soft_wrap=True)
         raise typer.Exit(code=1)
     if not state.is_completed():
         _fail(f"the regression flow ended {state.type.value}: {state.message}")
-    _print_regression(state.result(), baseline, console)
+    _print_outcome(state.result(), baseline, format_, regressed=False)
+
+
+def _print_outcome(result: dict[str, Any], baseline: str, format_: str, *, regressed: bool) -> None:
+    """The regression's outcome as lines (stderr when it regressed), or as Markdown."""
+    if format_ == "markdown":
+        from juryflow.terminal.regression_markdown import regression_markdown
+
+        comparison = result.get("comparison")
+        text = (
+            regression_markdown(comparison, "juryflow regression")
+            if comparison is not None
+            else f"### juryflow regression: no baseline\n\n{result['message']}\n"
+        )
+        console.print(output.plain(text), soft_wrap=True, end="")
+        return
+    if regressed:
+        _print_regression(result, baseline, err, "bold red")
+    else:
+        _print_regression(result, baseline, console)
 
 
 def _print_regression(result: dict[str, Any], baseline: str, to: Console, style: str = "") -> None:
