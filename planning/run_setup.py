@@ -34,6 +34,7 @@ from juryflow.storage.shards import (
     create_or_join,
     lease_seconds,
 )
+from juryflow.storage.store import RunRecord, Store, new_run_id
 
 __all__ = [
     "RunPlan",
@@ -44,7 +45,6 @@ __all__ = [
     "plan_run",
     "prepare_run",
 ]
-from juryflow.storage.store import RunRecord, Store, new_run_id
 
 # The package data `juryflow.examples`: the repository's examples/ in a checkout or an editable
 # install of either mode, juryflow/examples/ in the wheel.

@@ -208,8 +208,7 @@ def _print_item(record: ItemRecord, reference_chars: int) -> None:
 
 
 def _no_nan(value: Any) -> Any:
-    """A NaN figure (nothing paired, agreement undefined) as None: JSON has no NaN, and
-    `regression`'s lines print None as "–"."""
+    """A NaN figure in an item's record as None: JSON has no NaN."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
