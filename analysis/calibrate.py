@@ -199,15 +199,10 @@ def judge_values(
 ) -> list[Difference]:
     """Leave one judge out of the kept rule's families (the default's where a part was not
     kept), refitted on the calibration's own folds."""
-    choice = result.choice
-    if choice is None:
+    kept = result.kept
+    if kept is None:
         return []
-    keep_spans, keep_verdict = result.kept_parts
-    families = (
-        choice.spans.family if keep_spans else "default",
-        choice.verdict.family if keep_verdict else "default",
-    )
-    return leave_one_out(data, default, families, folds, seed)
+    return leave_one_out(data, default, (kept.spans.family, kept.verdict.family), folds, seed)
 
 
 def predict_kept(result: CalibrationResult) -> Prediction:

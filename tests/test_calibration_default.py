@@ -198,11 +198,39 @@ def test_a_procedure_below_the_default_out_of_fold_keeps_the_default(
     d = "majority (default)"
     script = iter(_scripted([(d, "follows poor")] * 6, data))
     monkeypatch.setattr(cal, "choose", lambda *args, **kwargs: next(script))
+    monkeypatch.setattr(cal, "best_alone", lambda data, default, train: _default_choice(data))
     result = calibrate(data, default, folds=5)
     assert result.rule == default and result.kept_default
     assert result.results[0].scored == result.results[1].scored
     assert [r.kind for r in result.results][:3] == ["calibrated", "default", "procedure"]
-    assert any("scored below the default's out of fold" in n for n in result.notes)
+    assert any("scored no better than the default's out of fold" in n for n in result.notes)
+
+
+def _default_choice(data: CalibrationData) -> Choice:
+    default = ConsensusRule.from_dict({"verdict": "majority"})
+    everything = np.ones(data.n_items, dtype=bool)
+    spans = cal.span_candidates(data, default, everything, "default")[0]
+    verdict = cal.verdict_candidates(data, default, spans.rule, everything, "default")[0]
+    return Choice(spans, verdict, default)
+
+
+def test_following_the_best_training_judge_is_a_third_procedure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The folds' choice below the default, the judge best on every training fold above
+    both out of fold: that judge is followed (chosen again on all items), not the default."""
+    data = synthetic(seed=1)
+    default = ConsensusRule.from_dict({"verdict": "majority"})
+    d = "majority (default)"
+    script = iter(_scripted([(d, "follows poor")] * 6, data))
+    monkeypatch.setattr(cal, "choose", lambda *args, **kwargs: next(script))
+    result = calibrate(data, default, folds=5)
+    by_kind = {r.kind: r.scored for r in result.results}
+    assert result.kept is not None and result.kept.verdict.label == "follows good"
+    assert result.rule.weights["good"] == 1 and result.rule.weights.get("poor", 0) == 0
+    assert by_kind["calibrated"].response.f1 == by_kind["best in fold"].response.f1
+    assert by_kind["calibrated"].response.f1 > by_kind["default"].response.f1
+    assert any("following the training folds' best judge" in n for n in result.notes)
 
 
 def test_the_span_part_and_the_verdict_part_are_kept_apart(
@@ -212,6 +240,7 @@ def test_the_span_part_and_the_verdict_part_are_kept_apart(
     default = ConsensusRule.from_dict({"verdict": "majority"})
     script = iter(_scripted([("follows good", "follows poor")] * 6, data))
     monkeypatch.setattr(cal, "choose", lambda *args, **kwargs: next(script))
+    monkeypatch.setattr(cal, "best_alone", lambda data, default, train: _default_choice(data))
     result = calibrate(data, default, folds=5)
     # Better spans, worse verdicts: the spans are kept, the default's verdict rule stays.
     assert result.kept_parts == (True, False)

@@ -253,11 +253,10 @@ def bare(default: ConsensusRule, data: CalibrationData) -> ConsensusRule:
 
 def default_spans(data: CalibrationData, default: ConsensusRule) -> ConsensusRule:
     """The default's span rule on a bare base; its span weights written out, so that the
-    verdict weights fitted later cannot change them (span weights fall back on ``weights``)."""
-    span_weights = dict(default.span_weights)
-    if default.spans.name == "weighted" and not span_weights:
-        vector = default.span_weight_vector(data.judge_ids)
-        span_weights = dict(zip(data.judge_ids, vector.tolist(), strict=True))
+    verdict weights fitted later cannot change them (span weights fall back on ``weights``,
+    and a judge of weight 0 does not vote on spans under any span rule)."""
+    vector = default.span_weight_vector(data.judge_ids)
+    span_weights = dict(zip(data.judge_ids, vector.tolist(), strict=True))
     base = replace(bare(default, data), weights={})
     return replace(base, spans=default.spans, span_weights=span_weights, span_fit=default.span_fit)
 

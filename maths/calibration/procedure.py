@@ -16,13 +16,17 @@ alone) is scored by an **inner** grouped cross-validation inside the training it
 parameters refitted without each inner fold; the best inner-fold F1 is kept (ties keep the
 earlier candidate: the default, then one judge alone, then the rules combining judges).
 
-What is stored (:func:`calibrate`): where the procedure's out-of-fold F1 beats the
-default's (span F1 for the span part, response F1 for the verdict part; a tie keeps the
-default), the choice made the same way on **all** labelled items; else the default's part.
-Never worse than the default is so measured on the procedure, out of fold. Folds that
-choose different rules are reported (a tally), never a veto: two good rules picked by two
-folds are no evidence against calibrating. Whether the gain over the default is beyond
-noise is said in a note.
+What is stored (:func:`calibrate`): three procedures scored on the same outer folds, the
+default, the nested choice and "follow the judge best on the training folds", each give a
+span part and a verdict part; every pairing of the two is scored out of fold (together: a
+verdict read off new spans changes with them). Of the pairings not below the default on
+either F1, the one with the best sum of response and span F1 is kept (ties keep the
+default, then the nested choice), each part made again on **all** labelled items. Never
+worse than the default is so measured out of fold. Choosing among out-of-fold figures is
+itself a choice: the stored figure can carry that small optimism, which the paired
+intervals beside it show. Folds that choose different rules are reported (a tally), never a
+veto: two good rules picked by two folds are no evidence against calibrating. Whether the
+gain over the default is beyond noise is said in a note.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from juryflow.maths.calibration.candidates import (
+    ALONE,
     COUNTED,
     SCORED,
     SHARES,
@@ -353,7 +358,10 @@ class CalibrationResult:
     """The procedure's choice on all items (families of the kept parts: what a
     leave-one-judge-out refits)."""
     kept_parts: tuple[bool, bool] = (False, False)
-    """Whether the procedure's span part and verdict part were kept."""
+    """Whether the span part and the verdict part differ from the default's."""
+    kept: Choice | None = None
+    """The stored rule's parts as candidates (families: what a leave-one-judge-out refits):
+    the procedure's choice on all items, the best judge's or the default's, part by part."""
     echoes: tuple[str, ...] = ()
     """Judges whose every answer equals an earlier judge's: weighted 0 by fitted rules."""
     kept_prediction: Prediction | None = None
@@ -440,23 +448,36 @@ def _f1s(data: CalibrationData, pred: Prediction) -> tuple[float, float | None]:
     return scored.response.f1, None if scored.spans is None else scored.spans.f1
 
 
-def best_training_judge(data: CalibrationData, tests: Sequence[BoolArray]) -> Prediction:
-    """ "Follow the best judge" as a procedure: on each fold, the judge with the best
-    response F1 on the other folds (span F1 for the spans), applied to the held-out one."""
-    verdict = np.zeros(data.n_items, dtype=bool)
-    chars = np.zeros(data.char_item.shape, dtype=bool)
+DEFAULT_PART = "the default's"
+PROCEDURE_PART = "the folds' choice"
+BEST_PART = "the best judge's"
+"""The three procedures each part of the stored rule comes from, in their tie order."""
+
+
+def best_alone(data: CalibrationData, default: ConsensusRule, train: BoolArray) -> Choice:
+    """Follow the judge with the best span F1 (spans) and the one with the best response F1
+    (verdicts) on the ``train`` items, as candidates (the default's part where a judge
+    cannot be followed)."""
     preds = [judge_prediction(data, j) for j in range(len(data.judge_ids))]
-    for test in tests:
-        scored = [score(data, p, ~test) for p in preds]
-        by_response = max(range(len(preds)), key=lambda j: (scored[j].response.f1, -j))
+    scored = [score(data, p, train) for p in preds]
+    muted = set(echoes(data))
+    pool = [j for j, judge_id in enumerate(data.judge_ids) if judge_id not in muted]
+    by_response = max(pool, key=lambda j: (scored[j].response.f1, -j))
+    span_pool = [j for j in pool if data.span_judge[j]]
+    spans_list = span_candidates(data, default, train, ALONE)
+    spans = spans_list[0]
+    if span_pool and data.has_spans:
         by_spans = max(
-            range(len(preds)),
-            key=lambda j: (-1.0 if (s := scored[j].spans) is None else s.f1, -j),
+            span_pool, key=lambda j: (-1.0 if (s := scored[j].spans) is None else s.f1, -j)
         )
-        verdict[test] = preds[by_response].verdict[test]
-        in_test = test[data.char_item]
-        chars[in_test] = preds[by_spans].chars[in_test]
-    return Prediction(verdict, chars)
+        spans = _labelled(spans_list, f"follows {data.judge_ids[by_spans]}")
+    verdicts = verdict_candidates(data, default, spans.rule, train, ALONE)
+    verdict = _labelled(verdicts, f"follows {data.judge_ids[by_response]}")
+    return Choice(spans, verdict, assemble(default, spans, verdict))
+
+
+def _labelled(candidates: Sequence[Candidate], label: str) -> Candidate:
+    return next(c for c in candidates if c.label == label)
 
 
 def calibrate(
@@ -479,27 +500,59 @@ def calibrate(
     default_spans = span_candidates(data, default, labelled, "default")[0]
     default_verdict = verdict_candidates(data, default, default_spans.rule, labelled, "default")[0]
 
-    def kept(choice: Choice, spans: bool, verdict: bool) -> ConsensusRule:
-        return assemble(
-            default,
-            choice.spans if spans else default_spans,
-            choice.verdict if verdict else default_verdict,
-        )
-
     counts = Counts(data, seed)
     default_pred = predict(data, default)
     own = out_of_fold(data, tests, [c.rule for c in choices])
-    # The span part first, on span F1: the procedure's spans under the default's verdict.
-    keep_spans = False
-    if counts.spans and any(c.spans.kind != "default" for c in choices):
-        with_spans = out_of_fold(data, tests, [kept(c, True, False) for c in choices])
-        keep_spans = (_f1s(data, with_spans)[1] or 0.0) > (_f1s(data, default_pred)[1] or 0.0)
-    without = out_of_fold(data, tests, [kept(c, keep_spans, False) for c in choices])
-    with_verdict = out_of_fold(data, tests, [kept(c, keep_spans, True) for c in choices])
-    keep_verdict = _f1s(data, with_verdict)[0] > _f1s(data, without)[0]
-    kept_pred = with_verdict if keep_verdict else without
-    rule = kept(final, keep_spans, keep_verdict)
-    if keep_verdict and final.verdict.refit_per_run:
+    # Per fold, the three procedures' parts: the default's, the fold's own choice, and the
+    # judge best on the fold's training items followed alone.
+    best = [best_alone(data, default, ~test & labelled) for test in tests]
+    span_parts = {
+        DEFAULT_PART: [default_spans] * folds,
+        PROCEDURE_PART: [c.spans for c in choices],
+        BEST_PART: [b.spans for b in best],
+    }
+    verdict_parts = {
+        DEFAULT_PART: [default_verdict] * folds,
+        PROCEDURE_PART: [c.verdict for c in choices],
+        BEST_PART: [b.verdict for b in best],
+    }
+
+    def oof(spans: Sequence[Candidate], verdicts: Sequence[Candidate]) -> Prediction:
+        return out_of_fold(
+            data, tests, [assemble(default, s, v) for s, v in zip(spans, verdicts, strict=True)]
+        )
+
+    # Every pairing of a span part with a verdict part, out of fold (they are scored
+    # together: a verdict read off new spans, or verdict weights the span rule falls back
+    # on, tie the two). Admissible where neither F1 is below the default's; of those, the
+    # best sum of the F1s (response F1 alone without span labels); ties keep the earlier.
+    combos = {
+        (sp, vp): oof(span_parts[sp], verdict_parts[vp])
+        for sp in span_parts
+        for vp in verdict_parts
+    }
+    f1s = {key: _f1s(data, pred) for key, pred in combos.items()}
+    floor = _f1s(data, default_pred)
+
+    def merit(key: tuple[str, str]) -> float:
+        response, spans = f1s[key]
+        if response < floor[0] - 1e-12 or (spans or 0.0) < (floor[1] or 0.0) - 1e-12:
+            return -1.0
+        return response + (spans or 0.0 if counts.spans else 0.0)
+
+    top = max(merit(key) for key in combos)
+    span_part, verdict_part = next(key for key in combos if merit(key) >= top - 1e-12)
+    kept_pred = combos[span_part, verdict_part]
+    best_on_all = best_alone(data, default, labelled)
+    on_all = {
+        DEFAULT_PART: Choice(default_spans, default_verdict, default),
+        PROCEDURE_PART: final,
+        BEST_PART: best_on_all,
+    }
+    kept_spans, kept_verdict = on_all[span_part].spans, on_all[verdict_part].verdict
+    keep_spans, keep_verdict = span_part != DEFAULT_PART, verdict_part != DEFAULT_PART
+    rule = assemble(default, kept_spans, kept_verdict)
+    if keep_verdict and kept_verdict.refit_per_run:
         # Stored unfitted: every run it is applied to fits its own reliabilities.
         rule = replace(rule, verdict_fit=None)
     results = [
@@ -510,7 +563,7 @@ def calibrate(
     if differs:
         results.append(counts.result("the folds' own choices (not kept)", "procedure", own))
     judge_preds = [judge_prediction(data, j) for j in range(len(data.judge_ids))]
-    trained_best = best_training_judge(data, tests)
+    trained_best = oof(span_parts[BEST_PART], verdict_parts[BEST_PART])
     results.append(
         counts.result("best judge, chosen on the training folds", "best in fold", trained_best)
     )
@@ -531,7 +584,8 @@ def calibrate(
                 default,
                 choices,
                 final,
-                (keep_spans, keep_verdict),
+                (span_part, verdict_part),
+                best_on_all,
                 counts,
                 kept_pred,
                 default_pred,
@@ -546,6 +600,7 @@ def calibrate(
         ),
         choice=final,
         kept_parts=(keep_spans, keep_verdict),
+        kept=Choice(kept_spans, kept_verdict, rule),
         echoes=muted,
         kept_prediction=kept_pred,
     )
@@ -585,7 +640,8 @@ def _notes(
     default: ConsensusRule,
     choices: Sequence[Choice],
     final: Choice,
-    keep: tuple[bool, bool],
+    parts: tuple[str, str],
+    best_on_all: Choice,
     counts: Counts,
     kept: Prediction,
     default_pred: Prediction,
@@ -594,27 +650,33 @@ def _notes(
     notes: list[str] = []
     tally = _tally([c.label for c in choices])
     notes.append(f"the folds chose: {tally}; on all items: {final.label}")
-    keep_spans, keep_verdict = keep
-    if counts.spans and any(c.spans.kind != "default" for c in choices) and not keep_spans:
-        notes.append(
-            f"the folds' span rules scored below the default's out of fold: keeping the "
-            f"default's, {default.spans}"
-        )
-    if not keep_verdict and any(c.verdict.kind != "default" for c in choices):
-        notes.append(
-            f"the folds' verdict rules scored below the default's out of fold: keeping the "
-            f"default's, {default.verdict}"
-        )
-    if keep_verdict or keep_spans:
+    span_part, verdict_part = parts
+    for what, part, tried, default_label, best in (
+        ("span", span_part, counts.spans and any(c.spans.kind != "default" for c in choices),
+         str(default.spans), best_on_all.spans.label),
+        ("verdict", verdict_part, any(c.verdict.kind != "default" for c in choices),
+         str(default.verdict), best_on_all.verdict.label),
+    ):  # fmt: skip
+        if part == BEST_PART:
+            notes.append(
+                f"following the training folds' best judge scored above the folds' {what} "
+                f"rules and the default's out of fold: kept, {best} (chosen on all items)"
+            )
+        elif part == DEFAULT_PART and tried:
+            notes.append(
+                f"the folds' {what} rules scored no better than the default's out of fold: "
+                f"keeping the default's, {default_label}"
+            )
+    if span_part != DEFAULT_PART or verdict_part != DEFAULT_PART:
         margin = f"{MARGIN_SE:g} paired bootstrap standard errors"
-        parts = [("response", False)] + ([("span", True)] if counts.spans else [])
-        for what, spans in parts:
+        scored = [("response", False)] + ([("span", True)] if counts.spans else [])
+        for what, spans in scored:
             beyond = counts.beats(kept, default_pred, spans)
             notes.append(
                 f"out of fold, the calibrated {what} F1 "
                 + ("beats the default's by more than " if beyond else "is within ")
                 + margin
-                + ("" if beyond else " of the default's (kept: it is above it)")
+                + ("" if beyond else " of the default's (kept: it is not below it)")
             )
     if muted:
         notes.append(
