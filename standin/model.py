@@ -26,6 +26,7 @@ from juryflow.judges.providers.openai import CACHE_INCREMENT as OPENAI_CACHE_INC
 from juryflow.judges.providers.openai import CACHE_MIN_TOKENS as OPENAI_CACHE_MIN_TOKENS
 from juryflow.standin.dialects import LocalDialect, local_dialect, text_form, written
 from juryflow.standin.http_wire import WireRequest
+from juryflow.standin.pairwise_sim import pair_reply
 from juryflow.standin.simulator import Gold, sim_answer
 
 Fault = Literal["429", "500", "hang", "drop", "400", "401", "403", "404", "echo"]
@@ -392,6 +393,8 @@ def _simulated(
         return make_answer("broken", kind, prompt, rng)
     if simulated.kind == "score":
         return _json_answer(_score_answer(simulated.score))
+    if simulated.kind == "pair" and simulated.verdict is not None:
+        return _json_answer(pair_reply(simulated.verdict))
     return _json_answer(_spans_answer(list(simulated.spans)))
 
 

@@ -32,6 +32,7 @@ Answers (JSON of the shape the seed prompts ask for; spans are cut from the prom
 ``long-<n>``           a valid ``score`` answer whose reasoning is n characters long
 ``sim-spans-<params>`` a simulated span judge of known recall and false-span share
 ``sim-score-<params>`` a simulated score judge of known sensitivity and specificity
+``sim-pair-<params>``  a simulated pairwise judge of known accuracy and position bias
 =====================  ==========================================================
 
 Simulated judges answer from the gold labels of a dataset (``StubConfig.gold``, loaded by

@@ -4,9 +4,12 @@ A ``stub-sim-...`` model (see :mod:`juryflow.standin.server`) finds the judged r
 prompt, looks its human labels up in :class:`Gold` and answers like a judge whose recall,
 false-span share, sensitivity and specificity are set by its name, so consensus reducers
 and calibration can be checked over real HTTP against judges whose quality is known.
+A third family, ``sim-pair``, judges two answers to one input against each other (which
+one is better, or a tie): its truth, parameters and seeding (by the whole prompt, so the
+two orders of one pair are independent draws) are in :mod:`juryflow.standin.pairwise_sim`.
 
-Grammar: ``sim-spans`` or ``sim-score`` followed by ``-<letter><value>`` parameters in any
-order, each at most once, values in [0, 1]:
+Grammar: ``sim-spans``, ``sim-score`` or ``sim-pair`` followed by ``-<letter><value>``
+parameters in any order, each at most once, values in [0, 1]:
 
 =======  ========  ===========================================================================
 family   param     meaning (default)
@@ -40,6 +43,10 @@ both     ``S``     self-preference, with ``@FAMILY`` ending the name (``sim-scor
                    column) is passed, and that a clean response by another family is flagged
                    (0); so the flag rate on the family's responses is ``S`` below the others'
                    within each gold stratum, for a judge otherwise right on the verdict
+pair     ``a``     accuracy: chance of the true verdict, else one of the other two (1)
+pair     ``P``     position bias: chance, drawn before ``a``, of verdict "A" (the answer
+                   shown first) whatever the content (0)
+pair     ``b``     broken: as above (0)
 =======  ========  ===========================================================================
 
 A response the judge is made to flag (``L``, ``F``, ``S``) scores 0.6, or has one whole sentence
@@ -85,11 +92,13 @@ from typing import Any, Literal
 
 from juryflow.judges.providers.families import family_of
 from juryflow.maths.records import Item
+from juryflow.standin.pairwise_sim import PAIR_PARAMS, SimPair, Verdict, pair_verdict
 
 __all__ = [
     "Gold",
     "GoldEntry",
     "SimAnswer",
+    "SimPair",
     "SimScore",
     "SimSpans",
     "load_gold",
@@ -281,13 +290,15 @@ _SCORE_PARAMS = {
 }
 
 
-def parse_sim(answer: str) -> SimSpans | SimScore:
+def parse_sim(answer: str) -> SimSpans | SimScore | SimPair:
     """``sim-spans-r0.8-f0.1`` and the like (see the module docs); raises ValueError."""
     body, at, own = answer.partition("@")
     kind, _, rest = body.removeprefix("sim-").partition("-")
-    names = {"spans": _SPANS_PARAMS, "score": _SCORE_PARAMS}.get(kind)
+    names = {"spans": _SPANS_PARAMS, "score": _SCORE_PARAMS, "pair": PAIR_PARAMS}.get(kind)
     if not answer.startswith("sim-") or names is None:
-        raise ValueError(f"sim answer {answer!r}: expected sim-spans-... or sim-score-...")
+        raise ValueError(
+            f"sim answer {answer!r}: expected sim-spans-..., sim-score-... or sim-pair-..."
+        )
     values: dict[str, Any] = {}
     for part in rest.split("-") if rest else ():
         match = _PARAM.fullmatch(part)
@@ -300,6 +311,11 @@ def parse_sim(answer: str) -> SimSpans | SimScore:
         if not 0.0 <= value <= 1.0 or (name == "false_share" and value >= 1.0):
             raise ValueError(f"sim answer {answer!r}: {part!r} is outside [0, 1]")
         values[name] = value
+    if kind == "pair":
+        # No pair parameter needs the judge's own family (there is no self-preference yet).
+        if at:
+            raise ValueError(f"sim answer {answer!r}: sim-pair takes no '@' family")
+        return SimPair(**values)
     if (at or values.get("self_preference")) and not own.strip():
         raise ValueError(
             f"sim answer {answer!r}: S needs the judge's own family after '@' ({body}@meta)"
@@ -313,21 +329,28 @@ def parse_sim(answer: str) -> SimSpans | SimScore:
 
 @dataclass(frozen=True, slots=True)
 class SimAnswer:
-    """What a sim judge says: spans, a score, or (``broken``) truncated output."""
+    """What a sim judge says: spans, a score, a pairwise verdict, or (``broken``) truncated
+    output."""
 
-    kind: Literal["spans", "score", "broken"]
+    kind: Literal["spans", "score", "pair", "broken"]
     spans: tuple[str, ...] = ()
     score: float = 0.0
+    verdict: Verdict | None = None
+    """The ``pair`` verdict: "A" (the answer shown first is better), "B" or "tie"."""
 
 
 def sim_answer(
     answer: str, prompt: str, gold: Gold | None, seed: int, model: str, draw: int = 0
 ) -> SimAnswer | None:
-    """The sim judge ``answer``'s reply to ``prompt``; None when the response has no gold.
+    """The sim judge ``answer``'s reply to ``prompt``; None when the response has no gold
+    (a ``sim-pair`` judge answers a random verdict instead, so never None).
 
     ``draw`` numbers the samples of a sampled request (see the module's Sampling); 0 is the
     answer every unsampled request gets."""
     params = parse_sim(answer)
+    if isinstance(params, SimPair):
+        verdict = pair_verdict(params, prompt, gold, seed, model, draw)
+        return SimAnswer("broken") if verdict is None else SimAnswer("pair", verdict=verdict)
     response = gold.find(prompt) if gold is not None else None
     if gold is None or response is None:
         return None
