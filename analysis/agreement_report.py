@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from juryflow.analysis.position_report import JudgePosition, judge_positions
 from juryflow.analysis.self_agreement_report import (
     JudgeSelfAgreement,
     SampleAnswer,
@@ -240,6 +241,9 @@ class AgreementReport(_Frozen):
     self_agreement: list[JudgeSelfAgreement] = []
     """Judges with repeated samples (``samples: N``): agreement between their own samples,
     beside their agreement with the other judges (:mod:`.self_agreement_report`)."""
+    position: list[JudgePosition] = []
+    """Pairwise judges: how often their two orders disagree, and how often they pick the
+    answer shown first (:mod:`.position_report`)."""
 
     # -- the same numbers as Arrow tables, for notebooks (juryflow.api) ------------------
 
@@ -712,6 +716,7 @@ def agreement_report(
         self_agreement=judge_self_agreement(
             store, data, len(everything.item_ids), audit, _kappa_with_others(groups[0])
         ),
+        position=judge_positions(store, data.info.run_id, len(everything.item_ids)),
         consensus_rule=data.consensus_rule,
         contradictions=data.contradictions,
         unlocalised=data.unlocalised,

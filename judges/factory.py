@@ -34,12 +34,17 @@ def build_judge(spec: JudgeSpec, prices: Mapping[str, Price] | None = None) -> J
     from juryflow.judges.llm_judge import LLMJudge
 
     judge_class = LLMJudge
-    if spec.samples > 1:
+    template = spec.template()
+    if template.output_kind == "preference":
+        from juryflow.judges.sampling.pairwise_judge import PairwiseJudge
+
+        judge_class = PairwiseJudge
+    elif spec.samples > 1:
         from juryflow.judges.sampling.sampled_judge import SampledJudge
 
         judge_class = SampledJudge
     # A prompt file's text travels in the spec: a remote worker needs no copy of the file.
-    return judge_class(spec, build_client(spec), spec.template(), prices)
+    return judge_class(spec, build_client(spec), template, prices)
 
 
 def check_keys(panel: PanelSpec) -> None:

@@ -98,7 +98,7 @@ class JudgeSpec(BaseModel):
     fuzzy_threshold: float = Field(default=85.0, ge=0, le=100)
     verdict_threshold: float | None = Field(default=None, gt=0, le=1)
     """A score at or above this is this judge's 'hallucinated' verdict; default: the prompt's."""
-    output: Literal["score", "spans"] | None = None
+    output: Literal["score", "spans", "preference"] | None = None
     """What a prompt file asks for (a catalogue prompt declares its own)."""
     span_variable: str | None = None
     """The variable a spans prompt file's spans point into; default ``response``."""
@@ -157,6 +157,22 @@ class JudgeSpec(BaseModel):
             )
         return judge_id
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pairwise_orders(cls, data: Any) -> Any:
+        """A pairwise judge is asked once in each order: its two samples are the orders."""
+        if not isinstance(data, dict) or data.get("provider") in ("offline", "recorded"):
+            return data
+        if not _asks_preference(data):
+            return data
+        if data.get("samples", 1) not in (1, 2):
+            raise ValueError(
+                f"judge {data.get('id')!r}: a pairwise judge is asked once in each order (its "
+                f"two samples are the orders), so samples: {data['samples']} is not supported; "
+                "remove 'samples' (or the panel's)"
+            )
+        return {**data, "samples": 2}
+
     @model_validator(mode="after")
     def _provider_fields(self) -> JudgeSpec:
         if self.provider == "recorded":
@@ -206,7 +222,7 @@ class JudgeSpec(BaseModel):
         return self
 
     @property
-    def output_kind(self) -> Literal["score", "spans"]:
+    def output_kind(self) -> Literal["score", "spans", "preference"]:
         """What the judge answers with: spans for a detector, its ``output`` for a recorded
         judge (score when unset), its prompt's for an LLM judge (raises PromptError)."""
         if self.provider == "offline":
@@ -364,9 +380,12 @@ class PanelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _sampling(self) -> PanelSpec:
-        from juryflow.judges.sampling.panel_samples import check_sampling
+        from juryflow.judges.sampling.panel_samples import check_sampling, pairwise_mix
 
         check_sampling(self)
+        mixed = pairwise_mix(self)
+        if mixed is not None:
+            raise ValueError(mixed)
         return self
 
     @property
@@ -527,3 +546,18 @@ def _refuse_prompt_text(data: Any, source: str) -> None:
 
 
 _KEYS_AT.update(judges=JudgeSpec.model_fields, prices=Price.model_fields)
+
+
+def _asks_preference(data: dict[str, Any]) -> bool:
+    """A judge's raw panel entry names a pairwise prompt (catalogue or ``output:``)."""
+    from juryflow.prompts.loader import PromptError, load_template
+
+    if data.get("output") == "preference":
+        return True
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str) or data.get("prompt_text") is not None:
+        return False
+    try:
+        return load_template(prompt).output_kind == "preference"
+    except PromptError:
+        return False  # a prompt file, or an unknown name the prompt check reports

@@ -25,7 +25,7 @@ from juryflow.judges.untrusted.loading import (
     json_nesting_over,
     load_json,
 )
-from juryflow.maths.records import OutputKind
+from juryflow.maths.records import PREFERENCE_SCORES, OutputKind
 
 _FENCE_RE = re.compile(
     # Possessive: with plain quantifiers an unclosed fence followed by n spaces was tried
@@ -272,9 +272,27 @@ def parse_spans_output(raw: str | dict[str, Any]) -> ParsedOutput:
     return ParsedOutput(score=None, spans=spans, reasoning=_reasoning(obj))
 
 
+def parse_preference_output(raw: str | dict[str, Any]) -> ParsedOutput:
+    """``{"reasoning": "...", "verdict": "A" | "B" | "tie"}`` → B's share of the win (1, 0.5
+    or 0) as the score, in the order the answers were shown."""
+    obj = _load(raw, "verdict")
+    if "verdict" not in obj:
+        raise OutputParseError("field 'verdict' is missing")
+    value = obj["verdict"]
+    label = value.strip().lower() if isinstance(value, str) else None
+    # Models write "Tie", "a", "[[A]]" (MT-Bench's own form): the letter is what counts.
+    label = label.strip("[]*\"' .") if label is not None else None
+    by_label = {k.lower(): v for k, v in PREFERENCE_SCORES.items()}
+    if label not in by_label:
+        raise OutputParseError(f"field 'verdict' must be A, B or tie, got {_describe(value)}")
+    return ParsedOutput(score=by_label[label], reasoning=_reasoning(obj))
+
+
 def parse_output(raw: str | dict[str, Any], kind: OutputKind) -> ParsedOutput:
     if kind == "score":
         return parse_score_output(raw)
+    if kind == "preference":
+        return parse_preference_output(raw)
     if kind == "spans":
         return parse_spans_output(raw)
     raise ValueError(f"unknown output kind {kind!r}")

@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-OutputKind = Literal["score", "spans"]
-"""What a judge returns: a 0-1 score, or a list of flagged spans (whose score is 1 if any)."""
+OutputKind = Literal["score", "spans", "preference"]
+"""What a judge returns: a 0-1 score, a list of flagged spans (whose score is 1 if any), or
+a preference between two answers A and B (its score B's share of the win: 1 B better, 0.5
+tie, 0 A better; see :mod:`juryflow.maths.pairwise`)."""
+
+PREFERENCE_SCORES: dict[str, float] = {"A": 0.0, "tie": 0.5, "B": 1.0}
+"""A preference's verdict as its score: answer B's share of the win."""
 
 MatchKind = Literal[
     "exact", "repeat", "normalized", "fuzzy", "ambiguous", "unmatched", "detector", "recorded"

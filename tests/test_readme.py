@@ -173,6 +173,13 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
     ),
     "JURYFLOW_STUB_KEY=anything juryflow run ../shared/data/ragtruth/data2txt_dev.jsonl "
     "--panel examples/panel.sim-bias.yaml": ("tests/test_bias.py", "panel.sim-bias.yaml"),
+    # docs/how-to/pairwise.md (issue 42): the shipped pairwise panel on the stand-in with
+    # the sample's gold (the stub-server line above)
+    "JURYFLOW_STUB_KEY=anything juryflow run examples/ragtruth_pairs_sample.jsonl "
+    "--panel examples/panel.sim-pairwise.yaml": (
+        "tests/test_pairwise_runs.py",
+        "panel.sim-pairwise.yaml",
+    ),
     # README "A noise floor: the A/A check" (issue 26, point 3): the shipped noisy panel on
     # a stand-in with the sample's gold (the stub-server line above), run twice, the second
     # time with the A/A check

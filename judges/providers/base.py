@@ -208,6 +208,20 @@ def output_schema(kind: OutputKind) -> dict[str, Any]:
             "required": ["score", "reasoning"],
             "additionalProperties": False,
         }
+    if kind == "preference":
+        return {
+            "type": "object",
+            "properties": {
+                "reasoning": {"type": "string"},
+                "verdict": {
+                    "type": "string",
+                    "enum": ["A", "B", "tie"],
+                    "description": "the better answer as shown, or tie",
+                },
+            },
+            "required": ["reasoning", "verdict"],
+            "additionalProperties": False,
+        }
     return {
         "type": "object",
         "properties": {

@@ -4,9 +4,10 @@ the combinations refused, and the one warning (samples of a deterministic call).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from juryflow.judges.providers.registry import provider_names, registered_provider
+from juryflow.maths.records import OutputKind
 from juryflow.maths.samples.reducers import SampleReducerError, resolve_sample_reducer
 
 
@@ -25,7 +26,7 @@ class _Judge(Protocol):
     @property
     def sample_reducer(self) -> str | None: ...
     @property
-    def output_kind(self) -> Literal["score", "spans"]: ...
+    def output_kind(self) -> OutputKind: ...
 
 
 class PanelSpec(Protocol):
@@ -76,6 +77,11 @@ def check_sampling(panel: PanelSpec) -> None:
 def batched_samples_refusal(panel: PanelSpec) -> str | None:
     """Why the panel cannot run as it is (samples through a batch API), or None."""
     for spec in panel.judges:
+        if spec.samples > 1 and panel.uses_batch(spec) and _pairwise(spec):
+            return (
+                f"judge {spec.id!r}: a pairwise judge's two orders cannot go through a batch "
+                "API yet; drop --batch / 'batch' for it"
+            )
         if spec.samples > 1 and panel.uses_batch(spec):
             return (
                 f"judge {spec.id!r}: samples: {spec.samples} cannot go through a batch API "
@@ -93,6 +99,7 @@ def sampling_warnings(panel: PanelSpec) -> list[str]:
         f"{spec.id} (samples: {spec.samples})"
         for spec in panel.judges
         if spec.samples > 1
+        and not _pairwise(spec)
         and spec.temperature == 0
         and spec.provider in provider_names()
         and registered_provider(spec.provider).takes_temperature
@@ -103,3 +110,26 @@ def sampling_warnings(panel: PanelSpec) -> list[str]:
         f"judge {', '.join(cold)} at temperature 0: a deterministic model's samples are copies "
         "of one answer; set 'temperature' (e.g. 0.7) on the judge to sample its noise"
     ]
+
+
+def _pairwise(spec: _Judge) -> bool:
+    """A pairwise judge: its two samples are the two orders, different prompts."""
+    from juryflow.prompts.loader import PromptError
+
+    try:
+        return spec.output_kind == "preference"
+    except PromptError:
+        return False
+
+
+def pairwise_mix(panel: PanelSpec) -> str | None:
+    """Why a panel mixing pairwise judges with others cannot run (their answers are of
+    different things: a preference between two answers, a grade of one), or None."""
+    pairwise = [spec.id for spec in panel.judges if _pairwise(spec)]
+    if not pairwise or len(pairwise) == len(panel.judges):
+        return None
+    others = [spec.id for spec in panel.judges if spec.id not in pairwise]
+    return (
+        f"judges {', '.join(pairwise)} compare two answers but {', '.join(others)} grade "
+        "one: a panel is all pairwise or none; put them in two panel files"
+    )

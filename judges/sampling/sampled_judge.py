@@ -68,7 +68,7 @@ class SampledJudge(LLMJudge):
         }
         missing = [index for index in range(self.spec.samples) if index not in samples]
         answers = await asyncio.gather(
-            *(LLMJudge.judge(self, item, breaker, budget) for _ in missing),
+            *(self.ask(item, index, breaker, budget) for index in missing),
             return_exceptions=True,
         )
         for index, answer in zip(missing, answers, strict=True):
@@ -78,3 +78,13 @@ class SampledJudge(LLMJudge):
                 raise answer
             samples[index] = replace(answer, cache_key=sample_cache_key(base, index))
         return reduced(self.spec, self.keys, item, base, samples)
+
+    async def ask(
+        self,
+        item: Item,
+        index: int,
+        breaker: CircuitBreaker | None,
+        budget: Budget | None,
+    ) -> Judgment:
+        """Sample ``index`` of ``item``: one call (every sample the same prompt here)."""
+        return await LLMJudge.judge(self, item, breaker, budget)

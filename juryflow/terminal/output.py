@@ -219,6 +219,33 @@ def _unlocalised_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _pairwise_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """A pairwise run: how often a judge's two orders disagreed, and what the panel
+    preferred (in place of a hallucination rate, which a preference has not)."""
+    judged = summary.get("preference_judgments") or 0
+    if not judged:
+        return []
+    inconsistent = summary.get("inconsistent") or 0
+    preferred = summary.get("preferred") or {}
+    decided = sum(preferred.values()) or 0
+    share = (
+        "n/a"
+        if not decided
+        else ", ".join(
+            f"{name} {preferred.get(key, 0) / decided:.0%}"
+            for key, name in (("A", "A better"), ("tie", "tie"), ("B", "B better"))
+        )
+    )
+    return [
+        (
+            "inconsistent (orders disagree)",
+            f"{inconsistent} of {judged} judgments ({inconsistent / judged:.0%}): the judge "
+            "changed its verdict when the answers swapped places; left out of the consensus",
+        ),
+        ("panel prefers", f"{share} (of {decided} items with a consensus)"),
+    ]
+
+
 def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     skipped = summary.get("skipped_decided") or 0
     audit = summary.get("audit_items") or 0
@@ -248,7 +275,10 @@ def print_run_summary(
         ("items", str(summary["items"])),
         ("judges", str(summary["judges"])),
         ("judgments", f"{summary['scored']} scored / {summary['unscored']} unscored"),
-        ("consensus hallucination rate", _percent(summary.get("hallucination_rate"))),
+        *(
+            _pairwise_rows(summary)
+            or [("consensus hallucination rate", _percent(summary.get("hallucination_rate")))]
+        ),
         (
             "mean score spread",
             "n/a" if summary.get("mean_spread") is None else f"{summary['mean_spread']:.3f}",

@@ -16,6 +16,7 @@ from juryflow.terminal.output import plain
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:  # types only: the CLI imports this table with every command
+    from juryflow.analysis.position_report import JudgePosition
     from juryflow.analysis.self_agreement_report import Interval, JudgeSelfAgreement
 
 
@@ -65,3 +66,27 @@ def print_self_agreement(console: Console, judges: list[JudgeSelfAgreement]) -> 
         line = judge.summary()
         if line:
             console.print(plain(f"note: {line}", "yellow"))
+
+
+def print_positions(console: Console, judges: list[JudgePosition]) -> None:
+    """Pairwise judges in both orders: flips and the pull of the first position."""
+    if not judges:
+        return
+    table = FitTable(
+        title=f"Pairwise judges in both orders ({100 * LEVEL:.0f} % intervals, resampling by "
+        "source)"
+    )
+    table.add_column("judge")
+    table.add_column("flip rate (orders disagree)", justify="right")
+    table.add_column("picks the answer shown first", justify="right")
+    for j in judges:
+        table.add_row(plain(j.judge_id), j.flip_rate.show(), j.first_shown.show())
+    console.print(table)
+    console.print(
+        plain(
+            "a flip is left out of the consensus as inconsistent; 50 % first-shown picks is "
+            "no position bias",
+            one_line=True,
+        ),
+        soft_wrap=True,
+    )

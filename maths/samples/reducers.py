@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,11 @@ class _Entry:
 
 
 _REGISTRY: dict[str, _Entry] = {}
-DEFAULT_SAMPLE_REDUCER: dict[OutputKind, str] = {"score": "median", "spans": "majority"}
+DEFAULT_SAMPLE_REDUCER: dict[OutputKind, str] = {
+    "score": "median",
+    "spans": "majority",
+    "preference": "both_orders",
+}
 
 
 def sample_reducer(name: str, *kinds: OutputKind) -> Callable[[ReduceFn], ReduceFn]:
@@ -118,6 +123,8 @@ def reduce_samples(
         verdict_threshold=first.verdict_threshold,
         samples=tuple(samples),
     )
+    if first.output_kind == "preference":
+        return _both_orders(samples, common)
     if not scored:
         reasons = sorted({s.unscored_reason or "" for s in samples})
         reason = f"all {n} samples unscored: " + "; ".join(reasons)
@@ -174,6 +181,50 @@ def _flagged_spans(scored: Sequence[Judgment], text: str, votes_needed: int) -> 
     votes = covered.sum(axis=0, dtype=np.int64)
     spans = spans_from_flags(votes >= votes_needed, votes, text)
     return tuple(Span(s.char_start, s.char_end, s.text, "exact", requested=s.text) for s in spans)
+
+
+ORDER_NAMES = ("A first", "B first")
+"""A pairwise judge's two samples: the answers shown in the order A, B, then B, A."""
+INCONSISTENT = "inconsistent"
+"""The start of the unscored reason of a pairwise judge whose two orders disagree."""
+
+
+def _both_orders(samples: Sequence[Judgment], common: dict[str, Any]) -> Judgment:
+    """A pairwise judge's item verdict from its two orders (each already in A/B labels):
+    the verdict both give, else unscored. Disagreeing orders are ``inconsistent``, a state
+    of their own that is counted, never made a tie; a missing order leaves no verdict."""
+    first = samples[0]
+    if len(samples) != 2:
+        raise ValueError(f"a pairwise judge has 2 samples (its orders), not {len(samples)}")
+    missing = [
+        f"{ORDER_NAMES[k]}: {s.unscored_reason}" for k, s in enumerate(samples) if s.score is None
+    ]
+    if missing:
+        reason = "order unanswered (" + "; ".join(missing) + ")"
+        return unscored(first.item_id, first.judge_id, "preference", reason, **common)
+    a_first, b_first = (float(s.score or 0.0) for s in samples)
+    if a_first != b_first:
+        names = {0.0: "A", 0.5: "tie", 1.0: "B"}
+        reason = (
+            f"{INCONSISTENT}: {names.get(a_first, a_first)} with A shown first, "
+            f"{names.get(b_first, b_first)} with B shown first"
+        )
+        return unscored(first.item_id, first.judge_id, "preference", reason, **common)
+    return Judgment(
+        item_id=first.item_id,
+        judge_id=first.judge_id,
+        output_kind="preference",
+        score=a_first,
+        reasoning=first.reasoning,
+        **common,
+    )
+
+
+@sample_reducer("both_orders", "preference")
+def _both_orders_registered(scored: Sequence[Judgment], text: str) -> SampleAnswer:
+    """A pairwise judge's two orders: the verdict both give (unscored when they disagree);
+    applied by :func:`reduce_samples` itself, which sees the unscored orders too."""
+    raise AssertionError("reduce_samples reduces a pairwise judge's orders itself")
 
 
 @sample_reducer("median", "score")

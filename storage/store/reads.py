@@ -132,6 +132,18 @@ class ReadsMixin(StoreBase):
             rejected = con.execute(
                 "SELECT count(*) FROM row_errors WHERE run_id = ?", [run_id]
             ).fetchone()
+            # Pairwise judges: their orders that disagree, and the consensus' preferences.
+            pairwise = con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE unscored_reason LIKE 'inconsistent:%'), "
+                "(SELECT count(*) FILTER (WHERE score < 0.25) FROM consensus "
+                " WHERE run_id = $run AND status = 'ok'), "
+                "(SELECT count(*) FILTER (WHERE score >= 0.25 AND score <= 0.75) FROM consensus "
+                " WHERE run_id = $run AND status = 'ok'), "
+                "(SELECT count(*) FILTER (WHERE score > 0.75) FROM consensus "
+                " WHERE run_id = $run AND status = 'ok') "
+                "FROM judgments WHERE run_id = $run AND output_kind = 'preference'",
+                {"run": run_id},
+            ).fetchone()
             early = con.execute(
                 "SELECT (SELECT count(*) FROM skipped_judgments WHERE run_id = $run), "
                 "(SELECT count(DISTINCT item_id) FROM skipped_judgments WHERE run_id = $run), "
@@ -141,7 +153,7 @@ class ReadsMixin(StoreBase):
                 {"run": run_id},
             ).fetchone()
         assert judged is not None and agreed is not None and rejected is not None
-        assert early is not None
+        assert early is not None and pairwise is not None
         return {
             "judgments": judged[0],
             "scored": judged[1],
@@ -166,4 +178,9 @@ class ReadsMixin(StoreBase):
             "audit_items": early[2],
             # stopped on close agreement, not proved exact (lossy_agreement)
             "items_stopped_lossy": early[3],
+            # pairwise judges (0 in other runs): judgments, orders that disagree, and the
+            # consensus preferring A, neither, B
+            "preference_judgments": pairwise[0],
+            "inconsistent": pairwise[1],
+            "preferred": {"A": pairwise[2], "tie": pairwise[3], "B": pairwise[4]},
         }

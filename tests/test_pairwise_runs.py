@@ -1,0 +1,215 @@
+"""Pairwise judging end to end (issue 42, points 1-2): real Prefect, real HTTP to the
+stand-in's simulated pairwise judges, real DuckDB.
+
+The README's pairwise run: the bundled sample's inputs with two candidate answers each
+(``examples/ragtruth_pairs_sample.jsonl``), three simulated pairwise judges asked in both
+orders (``examples/panel.sim-pairwise.yaml``). Both orders are stored as each judge's two
+samples, a judge whose orders disagree is unscored ``inconsistent`` (never a tie), and the
+summary shows the inconsistent share and what the panel preferred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from juryflow.flows.evaluate import evaluate
+from juryflow.judges.panel import load_panel
+from juryflow.judges.parsing import OutputParseError, parse_output
+from juryflow.judges.sampling.pairwise_judge import mapped_back, swapped
+from juryflow.maths.records import Item, Judgment
+from juryflow.maths.samples.reducers import reduce_samples
+from juryflow.planning.run_request import RunRequest
+from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
+from juryflow.standin.simulator import load_gold
+from juryflow.storage.store import Store
+from juryflow.terminal.output import print_run_summary
+from tests.conftest import REPO, SAMPLE
+
+PAIRS = REPO / "examples" / "ragtruth_pairs_sample.jsonl"
+PANEL = REPO / "examples" / "panel.sim-pairwise.yaml"
+
+
+# -- the pieces, no server ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "score"),
+    [('{"reasoning": "x", "verdict": "A"}', 0.0), ('{"verdict": "tie"}', 0.5),
+     ('{"verdict": "[[B]]"}', 1.0), ('{"verdict": " b "}', 1.0)],
+)  # fmt: skip
+def test_a_preference_is_parsed_as_b_share_of_the_win(answer: str, score: float) -> None:
+    assert parse_output(answer, "preference").score == score
+
+
+def test_a_preference_that_names_no_answer_is_refused() -> None:
+    with pytest.raises(OutputParseError, match="must be A, B or tie"):
+        parse_output('{"verdict": "both"}', "preference")
+
+
+def test_the_second_order_swaps_the_answers_and_maps_its_verdict_back() -> None:
+    item = Item("i", {"input": "q", "response_a": "one", "response_b": "two",
+                      "model_a": "m1", "model_b": "m2"})  # fmt: skip
+    shown = swapped(item)
+    assert (shown.variables["response_a"], shown.variables["response_b"]) == ("two", "one")
+    assert (shown.variables["model_a"], shown.variables["model_b"]) == ("m2", "m1")
+    # "A" with B shown first is the original B.
+    assert mapped_back(Judgment("i", "j", "preference", 0.0)).score == 1.0
+    assert mapped_back(Judgment("i", "j", "preference", 0.5)).score == 0.5
+
+
+def _orders(first: float | None, second: float | None) -> Judgment:
+    samples = [
+        Judgment("i", "j", "preference", s, unscored_reason=None if s is not None else "broken")
+        for s in (first, second)
+    ]
+    return reduce_samples(samples, "both_orders", "")
+
+
+def test_a_verdict_counts_only_when_both_orders_give_it() -> None:
+    assert _orders(1.0, 1.0).score == 1.0
+    assert _orders(0.5, 0.5).score == 0.5
+    flipped = _orders(0.0, 1.0)
+    assert flipped.score is None
+    assert flipped.unscored_reason == "inconsistent: A with A shown first, B with B shown first"
+    missing = _orders(1.0, None)
+    assert missing.score is None and "order unanswered" in (missing.unscored_reason or "")
+    assert len(flipped.samples) == 2
+
+
+def test_a_panel_is_all_pairwise_or_none(tmp_path: Path) -> None:
+    panel = tmp_path / "mixed.yaml"
+    panel.write_text(
+        "judges:\n"
+        "  - {id: p, provider: openai, model: m, prompt: pairwise_preference}\n"
+        "  - {id: s, provider: openai, model: m, prompt: hallucination_score}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="a panel is all pairwise or none"):
+        load_panel(panel)
+    panel.write_text(
+        "judges:\n  - {id: p, provider: openai, model: m, prompt: pairwise_preference, "
+        "samples: 3}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="asked once in each order"):
+        load_panel(panel)
+
+
+def test_a_pairwise_judge_has_its_two_orders_as_samples() -> None:
+    spec = load_panel(PANEL).judges[0]
+    assert spec.samples == 2 and spec.output_kind == "preference"
+
+
+def test_the_bundled_pairs_are_made_by_the_script(tmp_path: Path) -> None:
+    out = tmp_path / "pairs.jsonl"
+    runpy.run_path(str(REPO / "scripts" / "make_pairwise_sample.py"), run_name="juryflow_pairs")[
+        "main"
+    ]([str(out)])
+    assert out.read_bytes() == PAIRS.read_bytes()
+
+
+# -- a run over HTTP -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stub() -> Any:
+    with running_stub_server(StubConfig(gold=load_gold(SAMPLE))) as handle:
+        yield handle
+
+
+def _panel(tmp_path: Path, stub: StubHandle) -> Path:
+    panel = tmp_path / "panel.sim-pairwise.yaml"
+    base = stub.openai_base_url.removesuffix("/v1")
+    panel.write_text(
+        PANEL.read_text(encoding="utf-8").replace("http://127.0.0.1:8765", base),
+        encoding="utf-8",
+    )
+    return panel
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_readme_pairwise_run_stores_both_orders_and_shows_the_inconsistent_share(
+    stub: StubHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: `juryflow stub-server --port 8765 --gold examples/ragtruth_data2txt_sample.jsonl
+    &` then `JURYFLOW_STUB_KEY=anything juryflow run examples/ragtruth_pairs_sample.jsonl
+    --panel examples/panel.sim-pairwise.yaml` (the stand-in's port in place of 8765)."""
+    monkeypatch.setenv("JURYFLOW_STUB_KEY", "anything")
+    db = tmp_path / "pairs.duckdb"
+    request = RunRequest(dataset=str(PAIRS), panel=str(_panel(tmp_path, stub)), db=str(db))
+    run = asyncio.run(evaluate(request))
+    run_id = str(run["run_id"])
+    with Store(db).read() as con:
+        samples = con.execute(
+            "SELECT judge_id, count(*), count(DISTINCT item_id), min(sample_index), "
+            "max(sample_index) FROM judgment_samples WHERE run_id = ? GROUP BY judge_id "
+            "ORDER BY judge_id",
+            [run_id],
+        ).fetchall()
+        judged = dict(
+            con.execute(
+                "SELECT judge_id, count(*) FILTER (WHERE unscored_reason LIKE 'inconsistent:%') "
+                "FROM judgments WHERE run_id = ? GROUP BY judge_id",
+                [run_id],
+            ).fetchall()
+        )
+        kinds = con.execute(
+            "SELECT DISTINCT output_kind FROM judgments WHERE run_id = ?", [run_id]
+        ).fetchall()
+    # Every judge, every one of the 30 pairs, in both orders.
+    assert samples == [(j, 60, 30, 0, 1) for j in ("coin", "first-pick", "steady")]
+    assert kinds == [("preference",)]
+    # A judge with no position bias never flips at accuracy 1 ... the steady judge errs
+    # (accuracy 0.9) independently per order, so it flips less often than first-pick.
+    assert judged["first-pick"] > judged["steady"]
+    summary = Store(db).run_summary(run_id)
+    assert summary["preference_judgments"] == 90
+    assert summary["inconsistent"] == sum(judged.values())
+    console = Console(file=io.StringIO(), width=200)
+    print_run_summary(console, {**summary, "run_id": run_id, "db": str(db)})
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "inconsistent (orders disagree)" in text and "panel prefers" in text
+    assert "hallucination rate" not in text
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_agreement_recovers_each_judges_simulated_flip_rate(
+    stub: StubHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42's first check: judges right on every verdict, one with a position bias P of
+    0.3 and one with none. A pair's orders disagree with chance P when one answer is better
+    and P(2 - P) when they tie (standin/pairwise_sim.py), so over the 30 pairs, of which
+    t are ties, the expected flip rate is P(1 + t(1 - P)); `juryflow agreement`'s interval
+    holds it, and the unbiased judge never flips."""
+    from juryflow.analysis.agreement_report import agreement_report
+
+    monkeypatch.setenv("JURYFLOW_STUB_KEY", "anything")
+    url = stub.openai_base_url
+    panel = tmp_path / "flips.yaml"
+    panel.write_text(
+        "name: flips\njudges:\n"
+        + "".join(
+            f"  - {{id: {name}, provider: openai, model: {model}, prompt: pairwise_preference, "
+            f"base_url: '{url}', api_key_env: JURYFLOW_STUB_KEY}}\n"
+            for name, model in (("biased", "stub-sim-pair-P0.3"), ("fair", "stub-sim-pair"))
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "flips.duckdb"
+    run = asyncio.run(evaluate(RunRequest(dataset=str(PAIRS), panel=str(panel), db=str(db))))
+    report = agreement_report(Store(db), str(run["run_id"]))
+    by_judge = {p.judge_id: p.flip_rate for p in report.position}
+    ties = sum('"preferred": "tie"' in line for line in PAIRS.read_text().splitlines())
+    p = 0.3
+    expected = p * (1 + ties / 30 * (1 - p))
+    biased = by_judge["biased"]
+    assert biased.low is not None and biased.high is not None
+    assert biased.low <= expected <= biased.high, (expected, biased)
+    assert by_judge["fair"].count == 0 and by_judge["fair"].of == 30
