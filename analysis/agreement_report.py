@@ -21,6 +21,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from juryflow.analysis.position_report import JudgePosition, judge_positions
+from juryflow.analysis.preference_report import PreferenceSummary, preference_summary
 from juryflow.analysis.self_agreement_report import (
     JudgeSelfAgreement,
     SampleAnswer,
@@ -244,6 +245,9 @@ class AgreementReport(_Frozen):
     position: list[JudgePosition] = []
     """Pairwise judges: how often their two orders disagree, and how often they pick the
     answer shown first (:mod:`.position_report`)."""
+    preference: PreferenceSummary | None = None
+    """Pairwise runs: answer B against answer A head to head, and each candidate model's
+    Bradley–Terry strength (:mod:`.preference_report`)."""
 
     # -- the same numbers as Arrow tables, for notebooks (juryflow.api) ------------------
 
@@ -717,6 +721,7 @@ def agreement_report(
             store, data, len(everything.item_ids), audit, _kappa_with_others(groups[0])
         ),
         position=judge_positions(store, data.info.run_id, len(everything.item_ids)),
+        preference=preference_summary(store, data.info.run_id, len(everything.item_ids)),
         consensus_rule=data.consensus_rule,
         contradictions=data.contradictions,
         unlocalised=data.unlocalised,

@@ -8,17 +8,23 @@ import math
 from typing import Any
 
 from juryflow.analysis.regression_baseline import baseline_warnings
-from juryflow.maths.regression_stats import Comparison, Thresholds, gate
+from juryflow.maths.regression_stats import Comparison, HeadToHead, Thresholds, gate
 from juryflow.storage.comparisons import judged_item_count
 from juryflow.storage.store import Store
 
 
 def comparison_summary(
-    store: Store, comparison: Comparison, run_id: str, baseline_run_id: str, thresholds: Thresholds
+    store: Store,
+    comparison: Comparison,
+    run_id: str,
+    baseline_run_id: str,
+    thresholds: Thresholds,
+    head_to_head: HeadToHead | None = None,
 ) -> dict[str, Any]:
-    """``comparison`` (``run_id`` against ``baseline_run_id``) judged by ``thresholds``, its
-    NaNs as None; ``comparison_id`` is None until the caller stores it."""
-    verdict = gate(comparison, thresholds)
+    """``comparison`` (``run_id`` against ``baseline_run_id``) judged by ``thresholds`` (and
+    a pairwise panel's ``head_to_head``), its NaNs as None; ``comparison_id`` is None until
+    the caller stores it."""
+    verdict = gate(comparison, thresholds, head_to_head)
     run, baseline = store.get_run(run_id), store.get_run(baseline_run_id)
     assert run is not None and baseline is not None  # both resolved before
     n_items = judged_item_count(store, run_id)
@@ -54,4 +60,5 @@ def comparison_summary(
         "noise_floor": (
             None if thresholds.noise_floor is None else thresholds.noise_floor.as_dict()
         ),
+        "head_to_head": None if head_to_head is None else head_to_head.as_dict(),
     }

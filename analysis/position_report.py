@@ -11,17 +11,35 @@ shows the same numbers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.maths.pairwise.position import Rate, flip_rates, position_bias
-from juryflow.maths.pairwise.records import MISSING, TIE, A, B, mirror
+from juryflow.maths.pairwise.position import Rate, flip_rates, human_agreement, position_bias
+from juryflow.maths.pairwise.records import (
+    MISSING,
+    TIE,
+    A,
+    B,
+    item_verdicts,
+    mirror,
+    parse_verdicts,
+)
 from juryflow.storage.reads.bias_inputs import bias_inputs
+from juryflow.storage.reads.pairwise_inputs import pairwise_inputs
 from juryflow.storage.reads.sample_inputs import load_samples
 from juryflow.storage.store import Store
 
-__all__ = ["JudgePosition", "ShareInterval", "judge_positions", "preference_codes"]
+__all__ = [
+    "JudgePosition",
+    "Orders",
+    "ShareInterval",
+    "judge_positions",
+    "load_orders",
+    "preference_codes",
+]
 
 
 class ShareInterval(BaseModel):
@@ -68,6 +86,10 @@ class JudgePosition(BaseModel):
     first_shown: ShareInterval
     """Of its non-tie answers, both orders pooled, the share picking the answer shown first
     (0.5: no position bias)."""
+    human_kappa: float | None = None
+    """Cohen's κ (A, B and tie as classes) with the items' human preference (``preferred``),
+    over the items where its verdict is consistent and a human gave one."""
+    human_items: int = 0
 
 
 def preference_codes(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
@@ -79,25 +101,55 @@ def preference_codes(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
     return codes
 
 
-def judge_positions(store: Store, run_id: str, n_items: int) -> list[JudgePosition]:
-    """Every pairwise judge of the run (none in other runs)."""
+@dataclass(frozen=True, slots=True)
+class Orders:
+    """The pairwise judges' raw verdicts, ``(n_judges, n_items)`` codes in the order shown."""
+
+    judge_ids: tuple[str, ...]
+    first: npt.NDArray[np.int8]
+    """A shown first."""
+    second: npt.NDArray[np.int8]
+    """B shown first, as the judge said it (its "A" is the original B)."""
+
+
+def load_orders(store: Store, run_id: str, n_items: int) -> Orders | None:
+    """Every pairwise judge's two orders (None for a run without one)."""
     pairwise = [
         s for s in load_samples(store, run_id, n_items)
         if s.output_kind == "preference" and s.scores.shape[0] == 2
     ]  # fmt: skip
     if not pairwise:
+        return None
+    return Orders(
+        judge_ids=tuple(s.judge_id for s in pairwise),
+        first=np.stack([preference_codes(s.scores[0]) for s in pairwise]),
+        # Sample 1 is stored in the original labels: in the order shown, A and B swap.
+        second=np.stack([mirror(preference_codes(s.scores[1])) for s in pairwise]),
+    )
+
+
+def judge_positions(store: Store, run_id: str, n_items: int) -> list[JudgePosition]:
+    """Every pairwise judge of the run (none in other runs)."""
+    orders = load_orders(store, run_id, n_items)
+    if orders is None:
         return []
     groups = np.asarray(bias_inputs(store, run_id).groups, dtype=object)
-    first = np.stack([preference_codes(s.scores[0]) for s in pairwise])
-    # Sample 1 is stored in the original labels: in the order shown, A and B swap.
-    shown_second = np.stack([mirror(preference_codes(s.scores[1])) for s in pairwise])
-    flips = flip_rates(first, shown_second, groups=groups)
-    bias = position_bias(first, shown_second, groups=groups)
+    flips = flip_rates(orders.first, orders.second, groups=groups)
+    bias = position_bias(orders.first, orders.second, groups=groups)
+    human = parse_verdicts(pairwise_inputs(store, run_id).preferred)
+    labelled = bool((human != MISSING).any())
+    versus = human_agreement(item_verdicts(orders.first, orders.second), human, orders.judge_ids)
     return [
         JudgePosition(
-            judge_id=s.judge_id,
+            judge_id=judge_id,
             flip_rate=ShareInterval.of_rate(f),
             first_shown=ShareInterval.of_rate(b),
+            human_kappa=(
+                float(versus[judge_id].kappa)
+                if labelled and np.isfinite(versus[judge_id].kappa)
+                else None
+            ),
+            human_items=versus[judge_id].n_items if labelled else 0,
         )
-        for s, f, b in zip(pairwise, flips, bias, strict=True)
+        for judge_id, f, b in zip(orders.judge_ids, flips, bias, strict=True)
     ]

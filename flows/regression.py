@@ -28,8 +28,10 @@ from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
 from juryflow.analysis.comparison_summary import comparison_summary
+from juryflow.analysis.preference_report import gate_figures
 from juryflow.flows.artifacts import publish_comparison_artifacts, publish_report_link
 from juryflow.flows.evaluate import evaluate
+from juryflow.flows.head_to_head import HeadToHeadCheck, head_to_head_check
 from juryflow.flows.noise_check import NoiseCheck, noise_check
 from juryflow.maths.noise.noise_floor import noise_floor as measure_floor
 from juryflow.maths.regression_stats import (
@@ -77,6 +79,7 @@ def compare_runs(
     baseline_run_id: str,
     thresholds: Thresholds,
     noise: NoiseCheck | None = None,
+    head_to_head: HeadToHeadCheck | None = None,
 ) -> dict[str, Any]:
     """Compare ``run_id`` with ``baseline_run_id``, store the comparison, return its summary.
 
@@ -91,7 +94,8 @@ def compare_runs(
             thresholds.false_alarm_rate,
         )
         thresholds = replace(thresholds, noise_floor=floor)
-    summary = comparison_summary(store, comparison, run_id, baseline_run_id, thresholds)
+    figures = None if head_to_head is None else gate_figures(head_to_head.summary, head_to_head.aa)
+    summary = comparison_summary(store, comparison, run_id, baseline_run_id, thresholds, figures)
     summary["comparison_id"] = save_comparison(
         store,
         run_id,
@@ -102,6 +106,7 @@ def compare_runs(
         summary["message"],
     )
     summary["noise_run_id"] = None if noise is None else noise.run_id
+    summary["head_to_head_run_id"] = None if head_to_head is None else head_to_head.run_id
     return summary
 
 
@@ -119,6 +124,7 @@ async def regression(
     noise_sample: int = 50,
     noise_seed: int = 0,
     false_alarm_rate: float = 0.05,
+    pairwise: str | None = None,
 ) -> State[dict[str, Any]]:
     """Judge the request's dataset with its panel (a new run: the request is
     :class:`RunRequest`, as `evaluate` takes it), compare with the BASELINE run; Failed
@@ -126,13 +132,15 @@ async def regression(
 
     ``baseline`` is ``"last"`` (the newest completed run of the same suite that did not
     regress) or a run id. Each ``max_*`` threshold can be disabled with ``None``.
-    ``report``: a path to write the new run's HTML report to, linked from a Prefect link
-    artifact (a report that cannot be written is a warning, never a failed check).
+    ``report``: a path for the new run's HTML report, linked from a Prefect link artifact
+    (a report that cannot be written is a warning, never a failed check).
     The request's ``batch``: the LLM judges through their providers' batch APIs at half
     the price: what a scheduled run, which nobody waits for, should use.
     ``noise_floor``: first re-judge ``noise_sample`` of the baseline's items (drawn with
     ``noise_seed``) with its own panel, cache off (an A/A check), and flag only changes
     beyond the judges' noise, at ``false_alarm_rate`` for the gate as a whole.
+    ``pairwise``: a pairwise panel also judges each baseline answer against the new one,
+    in both orders, A/A first with ``noise_floor`` (:mod:`.head_to_head`).
     """
     logger = get_run_logger()
     request = request or RunRequest()
@@ -175,7 +183,12 @@ async def regression(
             baseline_id,
             noise.sample.n_items,
         )
-    outcome = compare_runs(store, run_id, baseline_id, thresholds, noise)
+    head = None
+    if pairwise:
+        head = await head_to_head_check(
+            store, request, baseline_id, run_id, pairwise, run.suite, noise_floor
+        )
+    outcome = compare_runs(store, run_id, baseline_id, thresholds, noise, head)
     await publish_comparison_artifacts(store, run_id)
     if report:
         # After the comparison is stored, so the report shows the regression deltas.

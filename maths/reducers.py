@@ -215,7 +215,7 @@ def reducer_names(family: Family) -> list[str]:
     """The registered names of a family.
 
     >>> reducer_names("score")
-    ['mean', 'median', 'trimmed_mean', 'weighted_median']
+    ['mean', 'median', 'preference', 'trimmed_mean', 'weighted_median']
     """
     return sorted(_REGISTRY[family])
 
@@ -250,6 +250,26 @@ def _median(scores: FloatArray, weights: FloatArray, param: float | None) -> flo
     """
     voting = scores[weights > 0]
     return float(np.median(voting if voting.size else scores))
+
+
+@score_reducer("preference")
+def _preference(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """Pairwise judges: the plurality of their verdicts (0 A, 0.5 tie, 1 B), a draw a tie.
+
+    Each judge's verdict is one it gave in both orders (an inconsistent judge is unscored
+    and has no say); a draw at the top is a tie, never a coin flip. Judge weights count.
+
+    >>> _preference(np.array([0.0, 0.0, 1.0]), np.ones(3), None)
+    0.0
+    >>> _preference(np.array([0.0, 1.0]), np.ones(2), None), _preference(
+    ...     np.array([0.0, 1.0, 0.5]), np.ones(3), None)
+    (0.5, 0.5)
+    """
+    votes = np.asarray([weights[scores == v].sum() for v in (0.0, 0.5, 1.0)])
+    top = votes.max()
+    if top <= 0 or (votes == top).sum() > 1:
+        return 0.5
+    return float((0.0, 0.5, 1.0)[int(np.argmax(votes))])
 
 
 @score_reducer("mean")

@@ -450,9 +450,59 @@ class GateVerdict:
         return bool(self.problems)
 
 
-def gate(comparison: Comparison, thresholds: Thresholds) -> GateVerdict:
-    """The gate's verdict on ``comparison``: every face and the regression flow ask this
-    one function, so none decides "regressed" on its own."""
+@dataclass(frozen=True, slots=True)
+class HeadToHead:
+    """A pairwise panel's verdict on the new answers against the baseline's (B against A,
+    both orders asked), and its A/A run (the baseline against itself), if any."""
+
+    win_share: float
+    """The new answers' wins plus half their ties: 0.5 is "as good as the baseline"."""
+    low: float
+    high: float
+    items: int
+    regressed: bool
+    """The interval lies below 0.5."""
+    aa_win_share: float | None = None
+    aa_balanced: bool | None = None
+    """The A/A run's interval holds 0.5; None without an A/A run."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def head_to_head_checks(found: HeadToHead) -> tuple[list[str], list[str]]:
+    """The head-to-head's problem (the new answers lose beyond the noise) and notes (an
+    A/A run that favoured one copy: the pairwise panel is biased and its verdict unused).
+
+    >>> print(head_to_head_checks(HeadToHead(0.38, 0.3, 0.46, 90, True))[0][0][-39:])
+    38% [30%, 46%] over 90 items, below 50%
+    >>> head_to_head_checks(HeadToHead(0.38, 0.3, 0.46, 90, True, 0.3, False))[0]
+    []
+    """
+    if found.aa_balanced is False:
+        return [], [
+            f"the head-to-head A/A run (the baseline's answers against themselves) came out "
+            f"at {found.aa_win_share or 0.0:.0%}, not 50%: the pairwise panel favours one "
+            "side, so its verdict was not used"
+        ]
+    if found.regressed:
+        return [
+            f"head to head, the new answers' win share against the baseline's is "
+            f"{found.win_share:.0%} [{found.low:.0%}, {found.high:.0%}] over {found.items} "
+            "items, below 50%"
+        ], []
+    return [], []
+
+
+def gate(
+    comparison: Comparison, thresholds: Thresholds, head_to_head: HeadToHead | None = None
+) -> GateVerdict:
+    """The gate's verdict on ``comparison`` (and a pairwise panel's ``head_to_head``):
+    every face and the regression flow ask this one function, so none decides "regressed"
+    on its own."""
     problems = check_thresholds(comparison, thresholds)
     notes = gate_notes(comparison, thresholds)
+    if head_to_head is not None:
+        more_problems, more_notes = head_to_head_checks(head_to_head)
+        problems, notes = problems + more_problems, notes + more_notes
     return GateVerdict(problems, notes, regression_message(problems, notes))

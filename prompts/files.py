@@ -62,7 +62,8 @@ def file_template(
     if output is None:
         raise PromptError(
             f"{where}: declare what the judge answers with 'output: score' "
-            "(a 0-1 score) or 'output: spans' (hallucinated spans of the response)"
+            "(a 0-1 score), 'output: spans' (hallucinated spans of the response) or "
+            "'output: preference' (A, B or tie between response_a and response_b)"
         )
     slots = slots_of(text)
     if not slots:

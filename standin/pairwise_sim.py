@@ -20,7 +20,9 @@ param  meaning (default)
 
 Truth: every gold response (every key of the gold mapping) that occurs in the prompt is a
 candidate, one occurring only inside a longer candidate excepted (as :meth:`Gold.find`
-prefers the longer text); with exactly two, the one occurring first is ``A``. Responses the
+prefers the longer text), each of its occurrences counted (one answer shown twice is a
+pair of identical answers, an A/A comparison, whose truth is a tie); with exactly two, the
+one occurring first is ``A``. Responses the
 prompt renders with an escaped tag (``&lt;answer_a&gt;``) are found in the prompt with such
 tags unescaped too. The better answer has fewer gold-hallucinated characters (the length of
 the union of its gold spans); one with a hallucinated verdict but no spans is worse than any
@@ -136,7 +138,8 @@ def better(first: Labelled, second: Labelled) -> Verdict:
 
 
 def find_pair(prompt: str, gold: Mapping[str, Labelled]) -> tuple[str, str] | None:
-    """The two gold responses in ``prompt``, first-shown first; None unless exactly two."""
+    """The two gold responses in ``prompt``, first-shown first; None unless exactly two. One
+    response shown twice is a pair of identical answers (an A/A comparison: a tie)."""
     found = _candidates(prompt, gold)
     unescaped = _ESCAPED_TAG.sub(r"<\1\2>", prompt)
     if len(found) != 2 and unescaped != prompt:
@@ -161,7 +164,8 @@ def _candidates(text: str, gold: Mapping[str, Labelled]) -> list[tuple[int, str]
             if not any(s <= start and start + len(response) <= e for s, e in claimed)
         ]
         if free:
-            found.append((free[0], response))
+            # Each free occurrence is a candidate: the same answer can be shown twice.
+            found.extend((start, response) for start in free)
             claimed.extend((start, start + len(response)) for start in free)
     return found
 

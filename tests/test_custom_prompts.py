@@ -133,7 +133,7 @@ def test_a_spans_prompt_names_its_span_variable_and_the_threshold_is_the_judges(
 BAD_DECLARATIONS = [
     # (judge entry, prompt files, the fix the message names)
     ("prompt: ./prompts/p.txt", {"p.txt": SCORE_PROMPT}, "declare what the judge answers"),
-    ("prompt: ./prompts/p.txt, output: verdict", {"p.txt": SCORE_PROMPT}, "'score' or 'spans'"),
+    ("prompt: ./prompts/p.txt, output: verdict", {"p.txt": SCORE_PROMPT}, "or 'preference'"),
     ("prompt: ./prompts/gone.txt, output: score", {}, "gone.txt does not exist"),
     (
         "prompt: ./prompts/p.txt, output: spans, span_variable: answer",

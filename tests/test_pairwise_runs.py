@@ -16,7 +16,10 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from juryflow.flows.evaluate import evaluate
@@ -24,6 +27,7 @@ from juryflow.judges.panel import load_panel
 from juryflow.judges.parsing import OutputParseError, parse_output
 from juryflow.judges.sampling.pairwise_judge import mapped_back, swapped
 from juryflow.maths.records import Item, Judgment
+from juryflow.maths.reducers import _preference
 from juryflow.maths.samples.reducers import reduce_samples
 from juryflow.planning.run_request import RunRequest
 from juryflow.standin.server import StubConfig, StubHandle, running_stub_server
@@ -134,18 +138,26 @@ def _panel(tmp_path: Path, stub: StubHandle) -> Path:
     return panel
 
 
-@pytest.mark.usefixtures("prefect_harness")
-def test_the_readme_pairwise_run_stores_both_orders_and_shows_the_inconsistent_share(
-    stub: StubHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def readme_run(
+    stub: StubHandle, tmp_path_factory: pytest.TempPathFactory, prefect_harness: None
+) -> tuple[Path, str]:
     """README: `juryflow stub-server --port 8765 --gold examples/ragtruth_data2txt_sample.jsonl
     &` then `JURYFLOW_STUB_KEY=anything juryflow run examples/ragtruth_pairs_sample.jsonl
     --panel examples/panel.sim-pairwise.yaml` (the stand-in's port in place of 8765)."""
-    monkeypatch.setenv("JURYFLOW_STUB_KEY", "anything")
-    db = tmp_path / "pairs.duckdb"
-    request = RunRequest(dataset=str(PAIRS), panel=str(_panel(tmp_path, stub)), db=str(db))
-    run = asyncio.run(evaluate(request))
-    run_id = str(run["run_id"])
+    tmp = tmp_path_factory.mktemp("pairwise")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("JURYFLOW_STUB_KEY", "anything")
+        db = tmp / "pairs.duckdb"
+        request = RunRequest(dataset=str(PAIRS), panel=str(_panel(tmp, stub)), db=str(db))
+        run = asyncio.run(evaluate(request))
+    return db, str(run["run_id"])
+
+
+def test_the_readme_pairwise_run_stores_both_orders_and_shows_the_inconsistent_share(
+    readme_run: tuple[Path, str],
+) -> None:
+    db, run_id = readme_run
     with Store(db).read() as con:
         samples = con.execute(
             "SELECT judge_id, count(*), count(DISTINCT item_id), min(sample_index), "
@@ -213,3 +225,97 @@ def test_agreement_recovers_each_judges_simulated_flip_rate(
     assert biased.low is not None and biased.high is not None
     assert biased.low <= expected <= biased.high, (expected, biased)
     assert by_judge["fair"].count == 0 and by_judge["fair"].of == 30
+
+
+@pytest.mark.browser
+def test_an_items_two_answers_stand_side_by_side_with_every_judges_two_orders(
+    readme_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The viewer's item page of a pairwise run, in a real browser: answers A and B side by
+    side, and per judge its verdict with A shown first, with B shown first, and the two
+    made one (or ``inconsistent``)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from juryflow.viewer.server import start_in_thread
+    from juryflow.viewer.state import ViewerState
+    from tests.headless_chromium import CHROMEDRIVER, CHROMIUM, headless_chromium
+
+    if not CHROMEDRIVER.exists() or CHROMIUM is None:
+        pytest.skip("needs Debian's chromium and chromium-driver")
+    db, run_id = readme_run
+    with Store(db).read() as con:
+        row = con.execute(
+            "SELECT item_id FROM judgments WHERE run_id = ? AND unscored_reason LIKE "
+            "'inconsistent:%' ORDER BY item_id LIMIT 1",
+            [run_id],
+        ).fetchone()
+    assert row is not None
+    running = start_in_thread(ViewerState(Store(db), "pairwise-tester"))
+    try:
+        with headless_chromium(tmp_path / "chromium", "1400,1600") as browser:
+            browser.get(f"{running.url.rstrip('/')}/runs/{run_id}/item?id={row[0]}")
+            WebDriverWait(browser, 20).until(ec.presence_of_element_located((By.ID, "pairwise")))
+            a, b = browser.execute_script(
+                "return ['response_a', 'response_b'].map(n => document.querySelector("
+                "`#pairwise pre[data-answer=${n}]`).getBoundingClientRect().toJSON());"
+            )
+            judges = browser.find_elements(By.CSS_SELECTOR, "#pairwise tr[data-judge]")
+            cells = [[c.text for c in j.find_elements(By.CSS_SELECTOR, "td")] for j in judges]
+    finally:
+        running.stop()
+    assert b["left"] >= a["right"] and abs(a["top"] - b["top"]) < 2, (a, b)
+    assert len(cells) == 3 and all(len(c) == 3 for c in cells)
+    assert any(c[2] == "inconsistent" for c in cells), cells
+
+
+# -- the consensus rule -------------------------------------------------------------------
+
+verdict_lists = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=1, max_size=9)
+
+
+@given(verdict_lists, st.data())
+@settings(deadline=None, max_examples=200)
+def test_the_preference_rule_mirrors_when_a_and_b_swap(
+    verdicts: list[float], data: st.DataObject
+) -> None:
+    """Swapping the answers turns every verdict v into 1 - v: the panel's preference turns
+    the same way, whatever the weights; and it is always one of A, tie, B."""
+    weights = np.asarray(
+        data.draw(st.lists(st.floats(0.1, 5.0), min_size=len(verdicts), max_size=len(verdicts)))
+    )
+    scores = np.asarray(verdicts)
+    found = _preference(scores, weights, None)
+    assert found in (0.0, 0.5, 1.0)
+    assert _preference(1.0 - scores, weights, None) == 1.0 - found
+
+
+@given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
+@settings(deadline=None, max_examples=200)
+def test_the_preference_rule_is_the_plurality_and_a_draw_is_a_tie(a: int, tie: int, b: int) -> None:
+    scores = np.asarray([0.0] * a + [0.5] * tie + [1.0] * b)
+    if not scores.size:
+        return
+    found = _preference(scores, np.ones(scores.size), None)
+    counts = {0.0: a, 0.5: tie, 1.0: b}
+    top = max(counts.values())
+    winners = [v for v, n in counts.items() if n == top]
+    assert found == (winners[0] if len(winners) == 1 else 0.5)
+
+
+def test_a_prompt_file_declaring_a_preference_makes_a_pairwise_judge(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text(
+        'Which answer is better, A or B? Reply with JSON {"verdict": "A" | "B" | "tie"}.'
+        "\n{{-- per item --}}\n{{ input }}\n{{ response_a }}\n{{ response_b }}\n",
+        encoding="utf-8",
+    )
+    panel = tmp_path / "panel.yaml"
+    panel.write_text(
+        "judges:\n  - {id: mine, provider: openai, model: m, prompt: ./mine.txt, "
+        "output: preference}\n",
+        encoding="utf-8",
+    )
+    spec = load_panel(panel).judges[0]
+    assert spec.samples == 2 and spec.output_kind == "preference"
+    assert load_panel(panel).consensus_rule().score.name == "preference"

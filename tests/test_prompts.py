@@ -9,8 +9,9 @@ from juryflow.prompts.loader import PromptError, load_template, template_names
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 
 
-def test_catalogue_lists_the_two_seed_prompts() -> None:
-    assert template_names() == ["data2txt_spans", "hallucination_score"]
+def test_catalogue_lists_the_two_seed_prompts_and_the_pairwise_one() -> None:
+    assert template_names() == ["data2txt_spans", "hallucination_score", "pairwise_preference"]
+    assert load_template("pairwise_preference").output_kind == "preference"
     assert load_template("hallucination_score").output_kind == "score"
     spans = load_template("data2txt_spans")
     assert spans.output_kind == "spans"

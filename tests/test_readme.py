@@ -180,6 +180,8 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/test_pairwise_runs.py",
         "panel.sim-pairwise.yaml",
     ),
+    "JURYFLOW_STUB_KEY=anything juryflow regression DATASET --suite nightly "
+    "--pairwise examples/panel.sim-pairwise.yaml": ("tests/test_head_to_head.py", '"--pairwise"'),
     # README "A noise floor: the A/A check" (issue 26, point 3): the shipped noisy panel on
     # a stand-in with the sample's gold (the stub-server line above), run twice, the second
     # time with the A/A check

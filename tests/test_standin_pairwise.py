@@ -272,3 +272,14 @@ def test_a_pair_judge_round_trip_over_http(stub: StubHandle) -> None:
     )
     with pytest.raises(json.JSONDecodeError):
         json.loads(broken.choices[0].message.content or "")
+
+
+def test_one_answer_shown_twice_is_a_tie() -> None:
+    """An A/A comparison: the same gold response in both places is a pair whose truth is a
+    tie, so an accurate judge answers tie in both orders."""
+    from juryflow.standin.pairwise_sim import find_pair
+
+    text = "The cafe opens at nine."
+    gold = {text: object()}
+    prompt = f"<answer_a>\n{text}\n</answer_a>\n<answer_b>\n{text}\n</answer_b>"
+    assert find_pair(prompt, gold) == (text, text)  # type: ignore[arg-type]

@@ -23,7 +23,11 @@ from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_facts, run_rule
 from juryflow.terminal.output import dump_json, plain, safe_text, terminal_console
-from juryflow.terminal.self_agreement_table import print_positions, print_self_agreement
+from juryflow.terminal.self_agreement_table import (
+    print_positions,
+    print_preference,
+    print_self_agreement,
+)
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:  # imported by the commands that print it: `juryflow run` never needs it
@@ -257,6 +261,7 @@ def print_agreement(report: AgreementReport) -> None:
         console.print(_judges_table(report))
     print_self_agreement(console, report.self_agreement)
     print_positions(console, report.position)
+    print_preference(console, report.preference)
     errors = _error_table(everyone)
     if errors is not None:
         console.print(errors)

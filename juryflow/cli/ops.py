@@ -2,6 +2,10 @@
 `finish` (a sharded run's last step).
 
 Registered on the main app by :func:`register` (``juryflow/cli/commands.py``).
+
+One module because `regression` is most of it: its option list repeats the run's options
+and adds the gate's thresholds, the A/A check's and the head-to-head panel (about 150
+lines of declarations), and the other commands here are a few lines each around a flow.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
 from juryflow.terminal import output
 from juryflow.terminal.output import terminal_console
+from juryflow.terminal.regression_markdown import head_to_head_line
 
 console = terminal_console()
 err = terminal_console(stderr=True)
@@ -118,6 +123,14 @@ def regression_command(
             min=0.0, max=1.0, help="With --noise-floor: the gate's false-alarm rate on A/A runs."
         ),
     ] = 0.05,
+    pairwise: Annotated[
+        str | None,
+        typer.Option(
+            help="A panel of pairwise judges that also judges each item's baseline answer "
+            "against the new one, in both orders; regressed when the new answers' win share "
+            "is below 50 % beyond the noise.",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -181,6 +194,7 @@ def regression_command(
                     noise_sample=noise_sample,
                     noise_seed=noise_seed,
                     false_alarm_rate=false_alarm_rate,
+                    pairwise=pairwise,
                     return_state=True,
                 ),
             )
@@ -238,6 +252,9 @@ def _print_regression(result: dict[str, Any], baseline: str, to: Console, style:
         soft_wrap=True,
     )
     to.print(output.plain(_change_line(comparison), style), soft_wrap=True)
+    head_to_head = head_to_head_line(comparison)
+    if head_to_head is not None:
+        to.print(output.plain(head_to_head, style), soft_wrap=True)
     for warning in comparison.get("baseline_warnings", []):
         err.print(output.plain(f"warning: {warning}", "yellow"), soft_wrap=True)
 

@@ -41,7 +41,8 @@ def judge_table(report: AgreementReport) -> FitTable:
     table = FitTable(title="Judges")
     table.add_column("judge")
     table.add_column("scored", justify="right")
-    table.add_column("flag rate", justify="right")
+    # A pairwise judge's 'flagged' verdict is "answer B is better" (in both orders).
+    table.add_column("B better" if report.position else "flag rate", justify="right")
     if report.has_gold:
         table.add_column("F1 vs gold", justify="right")
     for judge in report.judge_summaries:

@@ -17,6 +17,25 @@ def _md(value: object) -> str:
     return safe_text(value, one_line=True).replace("|", "\\|")
 
 
+def head_to_head_line(c: dict[str, Any]) -> str | None:
+    """A pairwise panel's head-to-head of a comparison in one line (None without one)."""
+    h = c.get("head_to_head")
+    if not h:
+        return None
+
+    def pct(value: float | None) -> str:
+        return "–" if value is None or value != value else f"{value:.0%}"
+
+    line = (
+        f"head to head (pairwise panel, both orders): the new answers' win share "
+        f"{pct(h['win_share'])} (95% CI {pct(h['low'])} to {pct(h['high'])}) over "
+        f"{h['items']} items; 50% is as good as the baseline"
+    )
+    if h.get("aa_win_share") is not None:
+        line += f"; A/A run {pct(h['aa_win_share'])}"
+    return line
+
+
 def regression_markdown(c: dict[str, Any], title: str = "juryflow compare") -> str:
     """The verdict of a comparison (the dict of ``analysis.comparison_summary``) as a CI
     step summary or a pull-request comment shows it."""
@@ -49,6 +68,9 @@ def regression_markdown(c: dict[str, Any], title: str = "juryflow compare") -> s
         f"| Wilcoxon p-value | {'–' if p is None else f'{p:.3g}'} | "
         f"significant below {t['p_value_alpha']:g} |",
     ]
+    head = head_to_head_line(c)
+    if head is not None:
+        lines += ["", _md(head[0].upper() + head[1:])]
     for title, entries in (
         ("What regressed", c["problems"]),
         ("Not checked", c["notes"]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.text import Text
 
 from juryflow.maths.group_bootstrap import LEVEL
 from juryflow.terminal.output import plain
@@ -17,6 +18,7 @@ from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:  # types only: the CLI imports this table with every command
     from juryflow.analysis.position_report import JudgePosition
+    from juryflow.analysis.preference_report import PreferenceSummary
     from juryflow.analysis.self_agreement_report import Interval, JudgeSelfAgreement
 
 
@@ -76,11 +78,18 @@ def print_positions(console: Console, judges: list[JudgePosition]) -> None:
         title=f"Pairwise judges in both orders ({100 * LEVEL:.0f} % intervals, resampling by "
         "source)"
     )
+    human = any(j.human_items for j in judges)
     table.add_column("judge")
     table.add_column("flip rate (orders disagree)", justify="right")
     table.add_column("picks the answer shown first", justify="right")
+    if human:
+        table.add_column("κ with the human label", justify="right")
     for j in judges:
-        table.add_row(plain(j.judge_id), j.flip_rate.show(), j.first_shown.show())
+        cells: list[Text | str] = [plain(j.judge_id), j.flip_rate.show(), j.first_shown.show()]
+        if human:
+            kappa = "—" if j.human_kappa is None else f"{j.human_kappa:.3f}"
+            cells.append(f"{kappa} ({j.human_items} items)")
+        table.add_row(*cells)
     console.print(table)
     console.print(
         plain(
@@ -90,3 +99,36 @@ def print_positions(console: Console, judges: list[JudgePosition]) -> None:
         ),
         soft_wrap=True,
     )
+
+
+def print_preference(console: Console, summary: PreferenceSummary | None) -> None:
+    """B against A head to head, then the candidate models' strengths."""
+    if summary is None:
+        return
+    table = FitTable(
+        title=f"B against A ({summary.items} items with a consensus, "
+        f"{summary.without_consensus} without; {100 * LEVEL:.0f} % intervals)"
+    )
+    for name in ("B wins", "ties", "B loses", "B's win share"):
+        table.add_column(name, justify="right")
+    table.add_row(
+        summary.wins.show(), summary.ties.show(), summary.losses.show(), summary.win_share.show()
+    )
+    console.print(table)
+    if summary.regressed:
+        console.print(plain("B is worse than A beyond the noise (win share below 50 %)", "red"))
+    if summary.strengths:
+        strengths = FitTable(title="Candidate models, Bradley–Terry strength (log-odds, centred)")
+        for name, justify in (("model", "left"), ("strength", "right"), ("comparisons", "right")):
+            strengths.add_column(name, justify=justify)
+        for m in summary.strengths:
+            strengths.add_row(plain(m.model), m.strength.show(percent=False), str(m.comparisons))
+        console.print(strengths)
+        if summary.position is not None and summary.position.value is not None:
+            console.print(
+                plain(
+                    "first-shown advantage in the fit: " + summary.position.show(percent=False),
+                    one_line=True,
+                ),
+                soft_wrap=True,
+            )

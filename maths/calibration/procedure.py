@@ -480,6 +480,48 @@ def _labelled(candidates: Sequence[Candidate], label: str) -> Candidate:
     return next(c for c in candidates if c.label == label)
 
 
+def _pick_parts(
+    data: CalibrationData,
+    default: ConsensusRule,
+    tests: Sequence[BoolArray],
+    per_fold: dict[str, list[Choice]],
+    default_pred: Prediction,
+    spans_scored: bool,
+) -> tuple[str, str, Prediction]:
+    """The span part and the verdict part to keep (names of ``per_fold``'s procedures) and
+    their out-of-fold prediction.
+
+    Every pairing of a procedure's span part with one's verdict part is scored out of fold
+    (together: a verdict read off new spans, or verdict weights the span rule falls back on,
+    tie the two). Admissible where neither F1 is below the default's; of those, the best sum
+    of the F1s (response F1 alone without span labels); ties keep the earlier pairing.
+    """
+    combos = {
+        (sp, vp): out_of_fold(
+            data,
+            tests,
+            [
+                assemble(default, s.spans, v.verdict)
+                for s, v in zip(per_fold[sp], per_fold[vp], strict=True)
+            ],
+        )
+        for sp in per_fold
+        for vp in per_fold
+    }
+    f1s = {key: _f1s(data, pred) for key, pred in combos.items()}
+    floor = _f1s(data, default_pred)
+
+    def merit(key: tuple[str, str]) -> float:
+        response, spans = f1s[key]
+        if response < floor[0] - 1e-12 or (spans or 0.0) < (floor[1] or 0.0) - 1e-12:
+            return -1.0
+        return response + (spans or 0.0 if spans_scored else 0.0)
+
+    top = max(merit(key) for key in combos)
+    span_part, verdict_part = next(key for key in combos if merit(key) >= top - 1e-12)
+    return span_part, verdict_part, combos[span_part, verdict_part]
+
+
 def calibrate(
     data: CalibrationData,
     default: ConsensusRule,
@@ -505,47 +547,18 @@ def calibrate(
     own = out_of_fold(data, tests, [c.rule for c in choices])
     # Per fold, the three procedures' parts: the default's, the fold's own choice, and the
     # judge best on the fold's training items followed alone.
-    best = [best_alone(data, default, ~test & labelled) for test in tests]
-    span_parts = {
-        DEFAULT_PART: [default_spans] * folds,
-        PROCEDURE_PART: [c.spans for c in choices],
-        BEST_PART: [b.spans for b in best],
+    whole_default = Choice(default_spans, default_verdict, default)
+    per_fold = {
+        DEFAULT_PART: [whole_default] * folds,
+        PROCEDURE_PART: list(choices),
+        BEST_PART: [best_alone(data, default, ~test & labelled) for test in tests],
     }
-    verdict_parts = {
-        DEFAULT_PART: [default_verdict] * folds,
-        PROCEDURE_PART: [c.verdict for c in choices],
-        BEST_PART: [b.verdict for b in best],
-    }
-
-    def oof(spans: Sequence[Candidate], verdicts: Sequence[Candidate]) -> Prediction:
-        return out_of_fold(
-            data, tests, [assemble(default, s, v) for s, v in zip(spans, verdicts, strict=True)]
-        )
-
-    # Every pairing of a span part with a verdict part, out of fold (they are scored
-    # together: a verdict read off new spans, or verdict weights the span rule falls back
-    # on, tie the two). Admissible where neither F1 is below the default's; of those, the
-    # best sum of the F1s (response F1 alone without span labels); ties keep the earlier.
-    combos = {
-        (sp, vp): oof(span_parts[sp], verdict_parts[vp])
-        for sp in span_parts
-        for vp in verdict_parts
-    }
-    f1s = {key: _f1s(data, pred) for key, pred in combos.items()}
-    floor = _f1s(data, default_pred)
-
-    def merit(key: tuple[str, str]) -> float:
-        response, spans = f1s[key]
-        if response < floor[0] - 1e-12 or (spans or 0.0) < (floor[1] or 0.0) - 1e-12:
-            return -1.0
-        return response + (spans or 0.0 if counts.spans else 0.0)
-
-    top = max(merit(key) for key in combos)
-    span_part, verdict_part = next(key for key in combos if merit(key) >= top - 1e-12)
-    kept_pred = combos[span_part, verdict_part]
+    span_part, verdict_part, kept_pred = _pick_parts(
+        data, default, tests, per_fold, default_pred, counts.spans
+    )
     best_on_all = best_alone(data, default, labelled)
     on_all = {
-        DEFAULT_PART: Choice(default_spans, default_verdict, default),
+        DEFAULT_PART: whole_default,
         PROCEDURE_PART: final,
         BEST_PART: best_on_all,
     }
@@ -563,7 +576,7 @@ def calibrate(
     if differs:
         results.append(counts.result("the folds' own choices (not kept)", "procedure", own))
     judge_preds = [judge_prediction(data, j) for j in range(len(data.judge_ids))]
-    trained_best = oof(span_parts[BEST_PART], verdict_parts[BEST_PART])
+    trained_best = out_of_fold(data, tests, [c.rule for c in per_fold[BEST_PART]])
     results.append(
         counts.result("best judge, chosen on the training folds", "best in fold", trained_best)
     )
