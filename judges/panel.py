@@ -397,7 +397,12 @@ class PanelSpec(BaseModel):
         """The panel's consensus rule, with ``verdict: auto`` resolved for its judges."""
         from juryflow.maths.reducers import ConsensusRule
 
-        return ConsensusRule.from_dict(self.consensus).resolve(self.all_span_judges)
+        consensus = dict(self.consensus or {})
+        if self.judges and all(j.output_kind == "preference" for j in self.judges):
+            # A preference's median is no verdict (A and B make a "tie" of 0.5 by
+            # averaging): the plurality of the consistent verdicts is.
+            consensus.setdefault("score", "preference")
+        return ConsensusRule.from_dict(consensus).resolve(self.all_span_judges)
 
     @property
     def effective_quorum(self) -> int:
