@@ -38,7 +38,7 @@ from juryflow.maths.records import Consensus, Judgment, OutputKind, Span
 from juryflow.maths.reducers import ConsensusRule
 
 EXACT_RULES: dict[str, frozenset[str]] = {
-    "score": frozenset({"median", "mean", "trimmed_mean"}),
+    "score": frozenset({"median", "mean", "trimmed_mean", "preference"}),
     "spans": frozenset({"majority", "at_least", "union"}),
     "verdict": frozenset({"majority", "at_least", "score", "spans", "auto"}),
 }
@@ -92,19 +92,29 @@ def decision(consensus: Consensus) -> DecisionKey:
     )
 
 
-def _extreme(shape: JudgeShape, item_id: str, text: str, high: bool) -> Judgment:
+def _extreme(shape: JudgeShape, item_id: str, text: str, level: float) -> Judgment:
     if shape.output_kind == "spans":
-        spans = (Span(0, len(text), text, "exact"),) if high and text else ()
+        spans = (Span(0, len(text), text, "exact"),) if level == 1.0 and text else ()
     else:
         spans = ()
     return Judgment(
         item_id=item_id,
         judge_id=shape.judge_id,
         output_kind=shape.output_kind,
-        score=1.0 if high else 0.0,
+        score=level,
         spans=spans,
         verdict_threshold=shape.verdict_threshold,
     )
+
+
+def _levels(uncalled: Sequence[JudgeShape]) -> tuple[float, ...]:
+    """The answers tried for the uncalled judges: the extremes, which bound every monotone
+    rule; pairwise judges' tie too, since a plurality of A, tie and B is not monotone in
+    one direction (any change of the winner needs one class to gain, which the judges all
+    giving that class reaches first)."""
+    if any(s.output_kind == "preference" for s in uncalled):
+        return (0.0, 0.5, 1.0)
+    return (0.0, 1.0)
 
 
 def is_decided(
@@ -134,10 +144,11 @@ def is_decided(
     if not uncalled:
         return True
     now = decision(item_consensus(item_id, called, n_judges, text, quorum, rule=rule))
+    levels = _levels(uncalled)
     for size in range(1, len(uncalled) + 1):
         for answering in combinations(uncalled, size):
-            for high in (False, True):
-                extra = [_extreme(s, item_id, text, high) for s in answering]
+            for level in levels:
+                extra = [_extreme(s, item_id, text, level) for s in answering]
                 full = item_consensus(item_id, [*called, *extra], n_judges, text, quorum, rule=rule)
                 if decision(full) != now:
                     return False

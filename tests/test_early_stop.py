@@ -185,3 +185,47 @@ def test_order_and_first_round() -> None:
     assert ordered(["x", "y", "z"], {"x": 2.0, "y": 0.0, "z": 2.0}) == ["y", "x", "z"]
     assert first_round_size(3, None) == 2
     assert first_round_size(3, 3) == 3
+
+
+@st.composite
+def pairwise_panels(draw: st.DrawFn) -> tuple[list[Judgment], list[int], int | None]:
+    """Pairwise judges (A 0, tie 0.5, B 1; unscored: an inconsistent or missing order) under
+    the plurality rule, often agreeing so that items get decided."""
+    n = draw(st.integers(1, 6))
+    verdicts = st.sampled_from([0.0, 0.5, 1.0, None])
+    herd = draw(verdicts)
+    judgments = []
+    for j in range(n):
+        v = herd if draw(st.booleans()) else draw(verdicts)
+        reason = "inconsistent: A with A shown first, B with B shown first" if v is None else None
+        judgments.append(
+            Judgment("i", f"j{j}", "preference", v, unscored_reason=reason, verdict_threshold=0.75)
+        )
+    quorum = draw(st.none() | st.integers(1, n))
+    called = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+    return judgments, called, quorum
+
+
+@PROPERTY
+@given(pairwise_panels(), st.data())
+def test_a_decided_pairwise_item_stays_decided_whatever_the_uncalled_judges_say(
+    case: tuple[list[Judgment], list[int], int | None], data: st.DataObject
+) -> None:
+    judgments, called_at, quorum = case
+    rule = ConsensusRule.from_dict({"score": "preference"})
+    n = len(judgments)
+    called = [judgments[i] for i in sorted(called_at)]
+    uncalled = [_shape(judgments[i]) for i in range(n) if i not in called_at]
+    if not is_decided("i", called, uncalled, n, "", quorum, rule):
+        return
+    others = {}
+    for shape in uncalled:
+        v = data.draw(st.sampled_from([0.0, 0.5, 1.0, None]))
+        others[shape.judge_id] = Judgment(
+            "i", shape.judge_id, "preference", v, unscored_reason=None if v is not None else "x",
+            verdict_threshold=0.75,
+        )  # fmt: skip
+    panel = [others.get(j.judge_id, j) for j in judgments]
+    early = item_consensus("i", called, n, "", quorum, rule=rule)
+    full = item_consensus("i", panel, n, "", quorum, rule=rule)
+    assert decision(early) == decision(full)

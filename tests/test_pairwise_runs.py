@@ -319,3 +319,38 @@ def test_a_prompt_file_declaring_a_preference_makes_a_pairwise_judge(tmp_path: P
     spec = load_panel(panel).judges[0]
     assert spec.samples == 2 and spec.output_kind == "preference"
     assert load_panel(panel).consensus_rule().score.name == "preference"
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_early_stopping_a_pairwise_panel_is_exact_and_never_skips_an_order(
+    stub: StubHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readme_run: tuple[Path, str]
+) -> None:
+    """With --early-stop a judge is left out only where no answer of it (A, tie or B, or
+    none) could change the item's result; a judge called is asked in both orders."""
+    monkeypatch.setenv("JURYFLOW_STUB_KEY", "anything")
+    full_db, full_id = readme_run
+    db = tmp_path / "early.duckdb"
+    request = RunRequest(
+        dataset=str(PAIRS),
+        panel=str(_panel(tmp_path, stub)),
+        db=str(db),
+        early_stop=True,
+        audit_fraction=0.0,
+        use_cache=False,
+    )
+    run_id = str(asyncio.run(evaluate(request))["run_id"])
+    decided = (
+        "SELECT item_id, status, score, hallucinated FROM consensus WHERE run_id = ? "
+        "ORDER BY item_id"
+    )
+    with Store(full_db).read() as con:
+        full = con.execute(decided, [full_id]).fetchall()
+    with Store(db).read() as con:
+        early = con.execute(decided, [run_id]).fetchall()
+        judged, orders = con.execute(
+            "SELECT (SELECT count(*) FROM judgments WHERE run_id = $run), "
+            "(SELECT count(*) FROM judgment_samples WHERE run_id = $run)",
+            {"run": run_id},
+        ).fetchone() or (0, 0)
+    assert early == full
+    assert judged < 90 and orders == 2 * judged
