@@ -20,6 +20,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from juryflow.analysis.position_report import load_orders
+from juryflow.maths.agreement import error_correlation_report
 from juryflow.maths.pairwise.bradley_terry import comparisons, fit_bradley_terry
 from juryflow.maths.pairwise.head_to_head import (
     HeadToHead,
@@ -28,7 +29,15 @@ from juryflow.maths.pairwise.head_to_head import (
     passes_aa,
     regressed,
 )
-from juryflow.maths.pairwise.records import MISSING, TIE, A, B
+from juryflow.maths.pairwise.records import (
+    INCONSISTENT,
+    MISSING,
+    TIE,
+    A,
+    B,
+    item_verdicts,
+    parse_verdicts,
+)
 from juryflow.maths.regression_stats import HeadToHead as GateHeadToHead
 from juryflow.storage.reads.bias_inputs import bias_inputs
 from juryflow.storage.reads.pairwise_inputs import pairwise_inputs
@@ -106,6 +115,9 @@ class PreferenceSummary(BaseModel):
     """Per candidate model named by ``model_a`` / ``model_b``, strongest first."""
     position: Estimate | None = None
     """The first-shown answer's log-odds advantage in the Bradley–Terry fit."""
+    effective_panel_size: float | None = None
+    """How many independent judges the panel's errors against the human preference are
+    worth (Kish's design effect over their error correlation); None without labels."""
 
 
 def consensus_codes(consensus: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
@@ -135,6 +147,18 @@ def preference_summary(store: Store, run_id: str, n_items: int) -> PreferenceSum
         regressed=regressed(result),
         balanced=passes_aa(result),
     )
+    human = parse_verdicts(inputs.preferred)
+    if (human != MISSING).any() and len(orders.judge_ids) > 1:
+        items = item_verdicts(orders.first, orders.second)
+        known = (items != MISSING) & (items != INCONSISTENT) & (human != MISSING)
+        wrong = np.where(known, (items != human).astype(np.float64), np.nan)
+        # Error indicators against an all-zero "gold" are their own indicators: the verdict
+        # maths' error correlation then applies to three classes unchanged.
+        errors = error_correlation_report(wrong, np.zeros(wrong.shape[1]))
+        if np.isfinite(errors.effective_size):
+            summary = summary.model_copy(
+                update={"effective_panel_size": float(errors.effective_size)}
+            )
     named = (inputs.model_a >= 0) & (inputs.model_b >= 0) & (inputs.model_a != inputs.model_b)
     if len(inputs.models) < 2 or not named.any():
         return summary

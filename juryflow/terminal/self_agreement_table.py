@@ -117,6 +117,15 @@ def print_preference(console: Console, summary: PreferenceSummary | None) -> Non
     console.print(table)
     if summary.regressed:
         console.print(plain("B is worse than A beyond the noise (win share below 50 %)", "red"))
+    if summary.effective_panel_size is not None:
+        console.print(
+            plain(
+                f"effective panel size (errors against the human preference): "
+                f"{summary.effective_panel_size:.2f} independent judges",
+                one_line=True,
+            ),
+            soft_wrap=True,
+        )
     if summary.strengths:
         strengths = FitTable(title="Candidate models, Bradley–Terry strength (log-odds, centred)")
         for name, justify in (("model", "left"), ("strength", "right"), ("comparisons", "right")):
