@@ -11,13 +11,20 @@ shows the same numbers.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.maths.pairwise.position import Rate, flip_rates, human_agreement, position_bias
+from juryflow.maths.pairwise.position import (
+    Rate,
+    flip_rates,
+    human_agreement,
+    panel_kappa,
+    position_bias,
+)
 from juryflow.maths.pairwise.records import (
     MISSING,
     TIE,
@@ -86,6 +93,9 @@ class JudgePosition(BaseModel):
     first_shown: ShareInterval
     """Of its non-tie answers, both orders pooled, the share picking the answer shown first
     (0.5: no position bias)."""
+    kappa_with_judges: float | None = None
+    """Its mean Cohen κ (A, B and tie as classes) with the other pairwise judges, each pair
+    over the items where both verdicts are consistent."""
     human_kappa: float | None = None
     """Cohen's κ (A, B and tie as classes) with the items' human preference (``preferred``),
     over the items where its verdict is consistent and a human gave one."""
@@ -138,7 +148,13 @@ def judge_positions(store: Store, run_id: str, n_items: int) -> list[JudgePositi
     bias = position_bias(orders.first, orders.second, groups=groups)
     human = parse_verdicts(pairwise_inputs(store, run_id).preferred)
     labelled = bool((human != MISSING).any())
-    versus = human_agreement(item_verdicts(orders.first, orders.second), human, orders.judge_ids)
+    items = item_verdicts(orders.first, orders.second)
+    versus = human_agreement(items, human, orders.judge_ids)
+    kappas = panel_kappa(items)
+    np.fill_diagonal(kappas, np.nan)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a judge with no defined pair: NaN
+        mean_kappa = np.nanmean(kappas, axis=1) if len(kappas) > 1 else np.full(1, np.nan)
     return [
         JudgePosition(
             judge_id=judge_id,
@@ -150,6 +166,7 @@ def judge_positions(store: Store, run_id: str, n_items: int) -> list[JudgePositi
                 else None
             ),
             human_items=versus[judge_id].n_items if labelled else 0,
+            kappa_with_judges=float(k) if np.isfinite(k) else None,
         )
-        for judge_id, f, b in zip(orders.judge_ids, flips, bias, strict=True)
+        for judge_id, f, b, k in zip(orders.judge_ids, flips, bias, mean_kappa, strict=True)
     ]

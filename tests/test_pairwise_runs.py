@@ -189,6 +189,19 @@ def test_the_readme_pairwise_run_stores_both_orders_and_shows_the_inconsistent_s
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "inconsistent (orders disagree)" in text and "panel prefers" in text
     assert "hallucination rate" not in text
+    from juryflow.analysis.agreement_report import agreement_report
+
+    report = agreement_report(Store(db), run_id)
+    # The items' `preferred` column is the human label: every judge has a κ with it, and
+    # with the other judges (three classes, over the items where both are consistent).
+    assert [p.judge_id for p in report.position] == ["coin", "first-pick", "steady"]
+    assert all(p.human_kappa is not None and p.kappa_with_judges is not None
+               for p in report.position)  # fmt: skip
+    assert (
+        report.preference is not None
+        and report.preference.items + (report.preference.without_consensus) == 30
+    )
+    assert len(report.preference.strengths) == 6
 
 
 @pytest.mark.usefixtures("prefect_harness")

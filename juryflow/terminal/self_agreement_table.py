@@ -82,10 +82,17 @@ def print_positions(console: Console, judges: list[JudgePosition]) -> None:
     table.add_column("judge")
     table.add_column("flip rate (orders disagree)", justify="right")
     table.add_column("picks the answer shown first", justify="right")
+    table.add_column("κ with the other judges", justify="right")
     if human:
         table.add_column("κ with the human label", justify="right")
     for j in judges:
-        cells: list[Text | str] = [plain(j.judge_id), j.flip_rate.show(), j.first_shown.show()]
+        others = "—" if j.kappa_with_judges is None else f"{j.kappa_with_judges:.3f}"
+        cells: list[Text | str] = [
+            plain(j.judge_id),
+            j.flip_rate.show(),
+            j.first_shown.show(),
+            others,
+        ]
         if human:
             kappa = "—" if j.human_kappa is None else f"{j.human_kappa:.3f}"
             cells.append(f"{kappa} ({j.human_items} items)")
