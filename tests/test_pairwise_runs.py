@@ -367,3 +367,15 @@ def test_early_stopping_a_pairwise_panel_is_exact_and_never_skips_an_order(
         ).fetchone() or (0, 0)
     assert early == full
     assert judged < 90 and orders == 2 * judged
+
+
+def test_the_report_of_a_pairwise_run_shows_both_orders_and_the_preference(
+    readme_run: tuple[Path, str],
+) -> None:
+    from juryflow.report.html import render_report
+
+    db, run_id = readme_run
+    page = render_report(Store(db), run_id)
+    for anchor in ('id="pairwise"', 'id="positions"', 'id="head-to-head-facts"', 'id="strengths"'):
+        assert anchor in page, anchor
+    assert "B&#39;s win share" in page or "B's win share" in page

@@ -48,7 +48,11 @@ from juryflow.report.model import (
     table,
     text_cell,
 )
-from juryflow.report.self_agreement_columns import self_agreement_notes, self_agreement_table
+from juryflow.report.self_agreement_columns import (
+    pairwise_tables,
+    self_agreement_notes,
+    self_agreement_table,
+)
 from juryflow.storage.annotations import GoldSource
 from juryflow.storage.files import write_private_text
 from juryflow.storage.store import Store
@@ -209,6 +213,7 @@ def _agreement(data: ReportData) -> dict[str, Any]:
         else None,
         "self_agreement": self_agreement_table(report.self_agreement),
         "self_notes": self_agreement_notes(report.self_agreement),
+        **pairwise_tables(report.position, report.preference),
         "notes": report.notes,
     }
 
