@@ -27,6 +27,10 @@ import yaml
 from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
 
 # \r: a prompt file keeps its line ends as written (its hash is the file's), CRLF included.
+OPTIONAL_DEFAULTS: dict[str, str] = {"rubric": ""}
+"""The optional slots (see ``storage.datasets.OPTIONAL_VARIABLES``) and their value when
+neither the item nor the template gives one."""
+
 _SLOT_LINE = re.compile(r"^[ \t]*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}[ \t\r]*$", re.MULTILINE)
 
 SPLIT_LINE = "{{-- per item --}}"
@@ -51,6 +55,9 @@ class PromptTemplate:
     """A score at or above this is a 'hallucinated' verdict (declared in the catalogue)."""
     path: str | None = None
     """The prompt file this template was read from; None for a catalogue template."""
+    defaults: tuple[tuple[str, str], ...] = ()
+    """Values of the optional slots an item may lack (``rubric``): the catalogue's
+    ``defaults``, else empty text."""
 
     @property
     def sha256(self) -> str:
@@ -93,6 +100,7 @@ class PromptTemplate:
         return static, self._fill(body, values)
 
     def _fill(self, body: str, values: dict[str, str]) -> str:
+        values = {**OPTIONAL_DEFAULTS, **dict(self.defaults), **values}
         missing = [v for v in self.variables if v not in values]
         if missing:
             raise PromptError(
@@ -215,6 +223,7 @@ def _load(base: str, version: int) -> PromptTemplate:
         span_variable=entry.get("span_variable"),
         description=str(entry.get("description", "")),
         verdict_threshold=float(entry.get("verdict_threshold", VERDICT_THRESHOLD)),
+        defaults=tuple((str(k), str(v)) for k, v in (entry.get("defaults") or {}).items()),
     )
     slots = set(slots_of(text))
     if slots != set(template.variables):

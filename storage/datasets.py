@@ -63,6 +63,10 @@ FALLBACK_COLUMNS: dict[str, tuple[str, ...]] = {
     "output": ("output", "response"),
 }
 
+OPTIONAL_VARIABLES = frozenset({"rubric"})
+"""Slots a prompt fills from the dataset when it has the column (an item's own rubric), and
+from the prompt's default otherwise: a missing or empty cell is no row error."""
+
 _METADATA_SKIP = {"labels", "hallucinated", "source_info", "id"}
 
 ITEM_METADATA_MAX_CHARS = 65_536
@@ -160,6 +164,8 @@ def resolve_columns(
             continue
         candidates = FALLBACK_COLUMNS.get(var, (var,))
         found = next((c for c in candidates if c in available), None)
+        if found is None and var in OPTIONAL_VARIABLES:
+            continue
         if found is None:
             raise DatasetError(
                 f"the panel's prompts need variable {var!r} but the dataset has no column "
@@ -511,6 +517,8 @@ def row_to_item(
                 item_id,
                 f"column {column!r} (variable {var!r}) {error}; put the text itself in it",
             )
+        if var in OPTIONAL_VARIABLES and (text is None or not text.strip()):
+            continue  # the prompt's default stands in
         if text is None:
             return RowError(number, item_id, f"column {column!r} (variable {var!r}) is missing")
         if not text.strip():

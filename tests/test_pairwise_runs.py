@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import runpy
 from pathlib import Path
 from typing import Any
@@ -379,3 +380,26 @@ def test_the_report_of_a_pairwise_run_shows_both_orders_and_the_preference(
     for anchor in ('id="pairwise"', 'id="positions"', 'id="head-to-head-facts"', 'id="strengths"'):
         assert anchor in page, anchor
     assert "B&#39;s win share" in page or "B's win share" in page
+
+
+def test_the_rubric_slot_takes_an_items_own_rubric_else_the_prompts(tmp_path: Path) -> None:
+    """`rubric` is optional: a dataset without the column, or a row with an empty cell, is
+    judged by the prompt's default rubric; a row's own rubric replaces it."""
+    from juryflow.prompts.loader import load_template
+    from juryflow.storage.datasets import read_items
+
+    rows = [
+        {"id": "1", "input": "q", "response_a": "a", "response_b": "b", "rubric": "Be brief."},
+        {"id": "2", "input": "q", "response_a": "a", "response_b": "b", "rubric": ""},
+    ]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    template = load_template("pairwise_preference")
+    items = list(read_items(data, template.variables))
+    assert [i.variables.get("rubric") for i in items] == ["Be brief.", None]  # type: ignore[union-attr]
+    own, default = (template.render(i.variables) for i in items)  # type: ignore[union-attr]
+    assert "<rubric>\nBe brief.\n</rubric>" in own
+    assert dict(template.defaults)["rubric"] in default
+    no_column = tmp_path / "plain.jsonl"
+    no_column.write_text(json.dumps({k: v for k, v in rows[0].items() if k != "rubric"}) + "\n")
+    assert "rubric" not in next(iter(read_items(no_column, template.variables))).variables  # type: ignore[union-attr]
