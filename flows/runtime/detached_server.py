@@ -72,10 +72,10 @@ def recorded() -> ServerRecord | None:
         record = ServerRecord(**fields)
     except (OSError, ValueError, TypeError):
         return None
-    return record if _is_prefect_process(record.pid) else None
+    return record if is_prefect_process(record.pid) else None
 
 
-def _is_prefect_process(pid: int) -> bool:
+def is_prefect_process(pid: int) -> bool:
     """The pid is alive and, where /proc says, still a Prefect server (not a reused pid)."""
     try:
         os.kill(pid, 0)
@@ -114,9 +114,13 @@ def _log_tail(path: Path) -> str:
     return text[-LOG_TAIL_CHARS:]
 
 
-def start(host: str, port: int, wait_seconds: float) -> tuple[ServerRecord, bool]:
+def start(
+    host: str, port: int, wait_seconds: float, idle_minutes: float | None = None
+) -> tuple[ServerRecord, bool]:
     """Start a detached ``prefect server start`` and wait until it answers; returns it and
-    whether it was started now (False: the one started before is still running)."""
+    whether it was started now (False: the one started before is still running).
+    ``idle_minutes``: an idle watch (:mod:`.idle_stop`) stops it after that long unused;
+    None: it runs until `juryflow server stop`."""
     running = recorded()
     if running is not None:
         return running, False
@@ -148,6 +152,19 @@ def start(host: str, port: int, wait_seconds: float) -> tuple[ServerRecord, bool
         )
     record = ServerRecord(pid=process.pid, host=host, port=port, log=str(log_path))
     _state_file().write_text(json.dumps(asdict(record)), encoding="utf-8")
+    if idle_minutes is not None:
+        watch = [sys.executable, "-m", "juryflow.flows.runtime.idle_stop", str(process.pid),
+                 str(60.0 * idle_minutes)]  # fmt: skip
+        with log_path.open("a", encoding="utf-8") as log:
+            subprocess.Popen(
+                watch,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
     deadline = time.monotonic() + wait_seconds
     while not healthy(record):
         if process.poll() is not None:
@@ -184,7 +201,7 @@ def stop(host: str | None = None, port: int | None = None) -> ServerRecord | Non
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
-    while _is_prefect_process(record.pid) and time.monotonic() < deadline:
+    while is_prefect_process(record.pid) and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pid, signal.SIGKILL)

@@ -153,7 +153,7 @@ def regression_command(
 
     Over 100 lines: its option list (the new run's options, as `juryflow run` declares
     them, then the gate's thresholds); the body is one request, one flow call, one line."""
-    from juryflow.flows.regression import RegressionDetected, regression
+    from juryflow.flows.runtime.background_server import use_background_server
     from juryflow.flows.runtime.prefect_env import quiet_prefect_logging, quiet_stopped_run
     from juryflow.planning.run_request import RunRequest
     from juryflow.planning.run_setup import prepare_run
@@ -165,6 +165,9 @@ def regression_command(
         if dry_run:
             estimate_dry_run(console, request)
             return
+        use_background_server()  # before Prefect's import, which reads PREFECT_API_URL
+        from juryflow.flows.regression import RegressionDetected, regression
+
         # The new run's checks before Prefect starts, as `juryflow run` makes them.
         request, warnings = prepare_run(request)
     except (ValueError, RuntimeError) as error:  # a store that cannot be used included

@@ -195,10 +195,14 @@ INTERRUPTED_BEFORE_THE_RUN = (
 def start_run(ctx: typer.Context, *, dry_run: bool, verbose: bool) -> None:
     """The run the command line's options ask for (or its estimate, with ``--dry-run``);
     every failure a user can cause is one line and an exit code."""
+    from juryflow.flows.runtime.background_server import use_background_server
     from juryflow.flows.runtime.interrupts import RunInterrupted, honour_sigint
     from juryflow.storage.connection import Patience, patient_waits
 
     console, err = terminal_console(), terminal_console(stderr=True)
+    if not dry_run:
+        # Before Prefect is imported: it reads PREFECT_API_URL once, at import.
+        use_background_server()
     honour_sigint()
     quiet_prefect_logging(verbose)
     # A run waits for a store another process holds as long as it takes, from its first
