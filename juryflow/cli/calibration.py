@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from juryflow.cli.analysis import (
     FormatOption,
@@ -25,6 +24,7 @@ from juryflow.cli.analysis import (
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
 from juryflow.terminal.output import plain
+from juryflow.terminal.tables import FitTable
 
 
 def _f(prf: dict[str, Any] | None, key: str) -> str:
@@ -66,12 +66,11 @@ def _lossy_line(lossy: dict[str, Any]) -> str:
     )
 
 
-def _judges_added_table(values: list[dict[str, Any]]) -> Table:
+def _judges_added_table(values: list[dict[str, Any]]) -> FitTable:
     """Leave one judge out: what each judge adds to the kept rule, out of fold."""
-    table = Table(
+    table = FitTable(
         title="What each judge adds: the kept rule's out-of-fold F1 with the judge minus "
         "without it (refitted without it on each training fold)",
-        title_justify="left",
     )
     for column in ("judge", "response F1", "span F1"):
         table.add_column(column, justify="left" if column == "judge" else "right")
@@ -159,15 +158,20 @@ def calibrate_command(
         )
     )
     level = f"{100 * report.get('interval_level', 0.95):.0f} %"
-    table = Table(
+    # Parts stacked below each other, each led by the predictor, when the terminal is
+    # narrow: a predictor's name is never cut.
+    table = FitTable(
         title="Out-of-fold accuracy against the human labels (all items; no answer = nothing); "
         f"F1 intervals: {level}, sources resampled",
-        title_justify="left",
     )
     columns = ("predictor", "coverage", "P", "R", "F1", "F1 interval",
                "span P", "span R", "span F1", "span F1 interval")  # fmt: skip
     for column in columns:
-        table.add_column(column, justify="left" if column == "predictor" else "right")
+        table.add_column(
+            column,
+            justify="left" if column == "predictor" else "right",
+            with_previous=column in ("F1 interval", "span F1 interval"),
+        )
     for row in report["predictors"]:
         response, spans = row["response"], row["spans"]
         table.add_row(

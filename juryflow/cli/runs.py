@@ -132,8 +132,9 @@ def runs_command(
         console.print("no runs" + (f" with status {status!r}" if status else "") + " yet")
         return
     # The id is what the user copies into the next command: it leads every part of a table
-    # too wide for the terminal, whole, and no other column is cut.
-    table = FitTable()
+    # too wide for the terminal, whole, and no other column is cut; narrower still (more
+    # than two parts), each run is a record headed by its id.
+    table = FitTable(records_beyond=2)
     for column in listing.columns:
         name = column.removesuffix("_usd").removesuffix("_s").removesuffix("_at")
         name = "cache read" if column == "cache_read_tokens" else name

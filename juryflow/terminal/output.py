@@ -337,15 +337,13 @@ def print_dry_run(console: Console, estimate: DryRun) -> None:
         f"{estimate.panel_name} · no model was called and nothing was written"
     )
     console.print(plain(heading, one_line=True), soft_wrap=True)
-    table = Table()
+    # Stacked in parts, each led by the judge, when the terminal is narrow: a cut id could
+    # name another judge, and a cut figure is no figure.
+    table = FitTable()
     headers = ("judge", "model", "calls", "cached", "tokens in", "tokens out (est.)",
                "cost (est.)", "cost (max)")  # fmt: skip
     for index, name in enumerate(headers):
-        # Ids fold rather than end in "…": a cut id could name another judge.
-        if index < 2:
-            table.add_column(name, overflow="fold")
-        else:
-            table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(name, justify="left" if index < 2 else "right")
     for j in estimate.judges:
         table.add_row(
             plain(j.judge_id, one_line=True),

@@ -32,6 +32,10 @@ class _Column:
     cells: list[RenderableType] = field(default_factory=list)
 
 
+def _as_text(value: RenderableType) -> Text:
+    return value if isinstance(value, Text) else Text(str(value))
+
+
 def _width(value: RenderableType) -> int:
     text = value.plain if isinstance(value, Text) else str(value)
     return max((cell_len(line) for line in text.split("\n")), default=0)
@@ -42,11 +46,22 @@ class FitTable:
     tables to fit the terminal. The first ``key_columns`` columns name each row and are
     repeated in every part."""
 
-    def __init__(self, title: str | Text | None = None, key_columns: int = 1, **settings: Any):
+    def __init__(
+        self,
+        title: str | Text | None = None,
+        key_columns: int = 1,
+        records_beyond: int | None = None,
+        **settings: Any,
+    ):
         self.title = title
         self.key_columns = key_columns
+        self.records_beyond = records_beyond
+        """More stacked parts than this, and each row is shown as a record instead: its key
+        as a heading, then one ``column  value`` line per other column (None: never)."""
         self.settings = settings
         self.columns: list[_Column] = []
+        self.section_ends: set[int] = set()
+        """Rows after which a rule is drawn (:meth:`add_section`), by index."""
 
     def add_column(
         self, header: RenderableType = "", *, with_previous: bool = False, **settings: Any
@@ -61,6 +76,11 @@ class FitTable:
     def add_row(self, *cells: RenderableType) -> None:
         for column, cell in zip(self.columns, cells, strict=True):
             column.cells.append(cell)
+
+    def add_section(self) -> None:
+        """A rule below the last row added (before a total, say), in every part."""
+        if self.columns and self.columns[0].cells:
+            self.section_ends.add(len(self.columns[0].cells) - 1)
 
     def natural_width(self, columns: Sequence[_Column]) -> int:
         return 1 + sum(
@@ -93,8 +113,8 @@ class FitTable:
         folding = self.natural_width(columns) > width
         for column in columns:
             table.add_column(column.header, overflow="fold", no_wrap=not folding, **column.settings)
-        for row in zip(*(c.cells for c in columns), strict=True):
-            table.add_row(*row)
+        for index, row in enumerate(zip(*(c.cells for c in columns), strict=True)):
+            table.add_row(*row, end_section=index in self.section_ends)
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
@@ -103,5 +123,27 @@ class FitTable:
             title = self.title if isinstance(self.title, Text) else Text(self.title)
             title.stylize("table.title")
             yield title
-        for columns in self.parts(width):
+        parts = self.parts(width)
+        if self.records_beyond is not None and len(parts) > self.records_beyond:
+            yield from self._records()
+            return
+        for columns in parts:
             yield self._table(columns, width)
+
+    def _records(self) -> Iterator[RenderableType]:
+        """Each row as a record: what a narrow terminal reads more easily than many stacked
+        tables of one row each."""
+        keys, rest = self.columns[: self.key_columns], self.columns[self.key_columns :]
+        rows = len(self.columns[0].cells) if self.columns else 0
+        for index in range(rows):
+            heading = Text(" · ").join(_as_text(c.cells[index]) for c in keys)
+            heading.stylize("bold")
+            yield heading
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="dim", no_wrap=True)
+            grid.add_column(overflow="fold")
+            for column in rest:
+                grid.add_row(column.header, column.cells[index])
+            yield grid
+            if index < rows - 1:
+                yield Text("")
