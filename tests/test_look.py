@@ -189,3 +189,19 @@ def test_compare_of_an_unknown_run_is_one_line(runs: Runs) -> None:
     assert out.startswith("error: no run 'no-such-run'") and "`juryflow runs`" in out
     code, out, _ = invoke("compare", runs.good, "nope", "--db", runs.db)
     assert code == 2 and out.startswith("error: BASELINE: no run 'nope'"), out
+
+
+def test_compare_adds_its_verdict_to_the_ci_jobs_summary(runs: Runs, tmp_path: Path) -> None:
+    """In a GitHub Actions job ($GITHUB_STEP_SUMMARY set), the Markdown verdict is appended
+    to the job's summary whatever --format prints; outside one, nothing is written."""
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    result = runner.invoke(
+        app,
+        ["compare", runs.changed, runs.good, "--db", runs.db],
+        env={**WIDE, "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert result.exit_code == 1, result.output
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n### juryflow compare: regressed")
+    assert "| check | value | allowed |" in text

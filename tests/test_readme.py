@@ -367,6 +367,10 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
         '_invoke("regression", "--db", db)',
     ),
     "juryflow runs": ("tests/test_runs_cli.py", 'invoke("runs", "--db", two_runs.db)'),
+    "juryflow show RUN ITEM": ("tests/test_look.py", 'invoke("show", runs.changed, item'),
+    "juryflow compare RUN BASELINE": ("tests/test_look.py", '"compare", runs.changed, runs.good'),
+    "juryflow runs delete RUN": ("tests/test_runs_delete.py", '["runs", "delete", oldest[:-2]'),
+    "juryflow store prune --keep 5": ("tests/test_runs_delete.py", '["store", "prune", "--keep"'),
     "juryflow import FILE --judges COLUMN --label COLUMN": (
         "tests/test_import.py",
         '"--judges",\n        "judges_valid",\n        "--label",',

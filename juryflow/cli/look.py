@@ -25,7 +25,11 @@ from juryflow.maths.regression_stats import Thresholds
 from juryflow.pages.rule_labels import UNLOCALISED_NOTE
 from juryflow.terminal import output
 from juryflow.terminal.output import plain, safe_text, terminal_console
-from juryflow.terminal.regression_markdown import figure_signed, regression_markdown
+from juryflow.terminal.regression_markdown import (
+    append_step_summary,
+    figure_signed,
+    regression_markdown,
+)
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
@@ -352,6 +356,7 @@ def compare_command(
     except duckdb.Error as error:
         fail(f"cannot compare run {run_id} with {baseline_id}: {type(error).__name__}: {error}")
     _print_compared(compared, format_)
+    append_step_summary(regression_markdown(compared))
     if compared["regressed"]:
         raise typer.Exit(code=1)
 

@@ -218,16 +218,18 @@ def regression_command(
 
 
 def _print_outcome(result: dict[str, Any], baseline: str, format_: str, *, regressed: bool) -> None:
-    """The regression's outcome as lines (stderr when it regressed), or as Markdown."""
-    if format_ == "markdown":
-        from juryflow.terminal.regression_markdown import regression_markdown
+    """The regression's outcome as lines (stderr when it regressed), or as Markdown; the
+    Markdown also goes to the CI job's summary when there is one ($GITHUB_STEP_SUMMARY)."""
+    from juryflow.terminal.regression_markdown import append_step_summary, regression_markdown
 
-        comparison = result.get("comparison")
-        text = (
-            regression_markdown(comparison, "juryflow regression")
-            if comparison is not None
-            else f"### juryflow regression: no baseline\n\n{result['message']}\n"
-        )
+    comparison = result.get("comparison")
+    text = (
+        regression_markdown(comparison, "juryflow regression")
+        if comparison is not None
+        else f"### juryflow regression: no baseline\n\n{result['message']}\n"
+    )
+    append_step_summary(text)
+    if format_ == "markdown":
         console.print(output.plain(text), soft_wrap=True, end="")
         return
     if regressed:

@@ -21,6 +21,7 @@ from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
     from juryflow.analysis.recorded_import import ImportResult
+    from juryflow.storage.store.deletion import Deleted
 
 console = terminal_console()
 err = terminal_console(stderr=True)
@@ -418,8 +419,75 @@ def import_command(
         console.print(output.plain(f"  {command}   # {what}", one_line=True), soft_wrap=True)
 
 
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Delete even a suite's baseline, a run with reviewers' annotations, one that "
+        "is running or one other runs were reaggregated from.",
+    ),
+]
+
+
+def deleted_line(deleted: Deleted) -> str:
+    counts = deleted.rows
+    return (
+        f"deleted {len(deleted.run_ids)} run(s) ({', '.join(deleted.run_ids)}): "
+        f"{counts.get('items', 0)} items, {counts.get('judgments', 0)} judgments, "
+        f"{counts.get('consensus', 0)} consensus rows, {counts.get('comparisons', 0)} "
+        "comparisons; their answers are no longer in the cache, and the file keeps its size "
+        "(later writes reuse the space)"
+    )
+
+
+def delete_command(
+    runs: Annotated[
+        list[str], typer.Argument(metavar="RUN", help="Run ids, or unique prefixes of them.")
+    ],
+    db: DbOption = None,
+    force: ForceOption = False,
+) -> None:
+    """Delete runs from the store, every row of theirs in one transaction. Refused (one
+    line, naming it) for a suite's baseline, a run with reviewers' annotations, one still
+    running or one other runs were reaggregated from, unless --force."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.store import Store
+    from juryflow.storage.store.deletion import DeletionRefused
+
+    ids = [resolve_or_exit(db, run) or run for run in runs]
+    try:
+        deleted = Store(db).delete_runs(ids, force=force)
+    except (DeletionRefused, StoreError) as error:
+        fail(str(error))
+        return
+    except duckdb.Error as error:
+        fail(f"cannot delete: {type(error).__name__}: {error}")
+        return
+    console.print(output.plain(deleted_line(deleted)), soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `runs`, `export` and `import` to the juryflow command line."""
-    app.command("runs")(runs_command)
+    """Add `runs` (and `runs delete`), `export` and `import` to the juryflow command line."""
+    from juryflow.cli.help_format import App
+
+    runs_app = App(help=runs_command.__doc__)
+
+    @runs_app.callback(invoke_without_command=True)
+    def runs_group(
+        ctx: typer.Context,
+        db: DbOption = None,
+        limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="Newest runs to show.")] = 20,
+        status: Annotated[
+            str | None, typer.Option(help="Only runs of this status (completed, running, ...).")
+        ] = None,
+        format_: Annotated[
+            str, typer.Option("--format", "-f", help="table, csv or json.")
+        ] = "table",
+    ) -> None:
+        if ctx.invoked_subcommand is None:
+            runs_command(db=db, limit=limit, status=status, format_=format_)
+
+    runs_app.command("delete")(delete_command)
+    app.add_typer(runs_app, name="runs")
     app.command("export")(export_command)
     app.command("import")(import_command)

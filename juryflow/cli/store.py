@@ -1,4 +1,4 @@
-"""`juryflow store ...`: upkeep of a store (DuckLake compaction)."""
+"""`juryflow store ...`: upkeep of a store (DuckLake compaction, pruning old runs)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from rich.console import Console
 from rich.table import Table
 
 from juryflow.cli.help_format import App
-from juryflow.cli.runs import DbOption, fail
+from juryflow.cli.runs import DbOption, ForceOption, deleted_line, fail
 from juryflow.terminal import output
 
 if TYPE_CHECKING:
     from juryflow.storage.lake.maintenance import CompactionReport
 
-store_app = App(help="Upkeep of a store: compaction of a DuckLake.", no_args_is_help=True)
+store_app = App(
+    help="Upkeep of a store: pruning old runs, compaction of a DuckLake.", no_args_is_help=True
+)
 console = Console()
 
 
@@ -137,6 +139,46 @@ def _print_report(report: CompactionReport) -> None:
     for step, result in _steps(report):
         table.add_row(step, output.plain(result))
     console.print(table)
+
+
+@store_app.command("prune")
+def prune_command(
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="Runs to keep in each suite, the newest.")
+    ],
+    db: DbOption = None,
+    force: ForceOption = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the runs it would delete; delete nothing.")
+    ] = False,
+) -> None:
+    """Delete all but each suite's newest KEEP runs (never a running one); the same
+    refusals as `juryflow runs delete` (a suite's baseline, annotations, a run others were
+    reaggregated from), unless --force."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.store import Store
+    from juryflow.storage.store.deletion import DeletionRefused, prune_choice
+
+    store = Store(db)
+    try:
+        doomed = prune_choice(store.run_facts(), keep)
+        if not doomed:
+            console.print(f"nothing to prune: no suite has more than {keep} run(s)")
+            return
+        if dry_run:
+            console.print(
+                output.plain(f"would delete {len(doomed)} run(s): {', '.join(doomed)}"),
+                soft_wrap=True,
+            )
+            return
+        deleted = store.delete_runs(doomed, force=force)
+    except (DeletionRefused, StoreError) as error:
+        fail(str(error))
+        return
+    except duckdb.Error as error:
+        fail(f"cannot prune: {type(error).__name__}: {error}")
+        return
+    console.print(output.plain(deleted_line(deleted)), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

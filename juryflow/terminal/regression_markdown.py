@@ -3,9 +3,27 @@ what `juryflow compare` and `juryflow regression` print with ``--format markdown
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from juryflow.terminal.output import safe_text
+
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+"""Set by GitHub Actions to a file whose Markdown the job's summary page shows."""
+
+
+def append_step_summary(markdown: str) -> None:
+    """Add the verdict to the CI job's summary when the job has one (GitHub Actions), as
+    promptfoo's and Braintrust's actions post theirs; nothing outside such a job."""
+    target = os.environ.get(STEP_SUMMARY)
+    if not target:
+        return
+    try:
+        with Path(target).open("a", encoding="utf-8") as summary:
+            summary.write(markdown + "\n")
+    except OSError:
+        pass  # a summary the job cannot take is no reason to fail the check
 
 
 def figure_signed(value: float | None, signed: bool = True) -> str:

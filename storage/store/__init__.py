@@ -5,14 +5,15 @@ through Arrow tables so that a chunk of judgments is one INSERT, not one per row
 transactions (:mod:`.base`), the schema (:mod:`.checks`, :mod:`.migrations`), runs
 (:mod:`.runs`), writes of a run's rows (:mod:`.writes`, with :mod:`.rows` and
 :mod:`.span_sets`), reads (:mod:`.reads`), calibrations and reliabilities
-(:mod:`.calibrations`), the judges' 429 answers (:mod:`.rate_limits`); the records of its
-rows are in :mod:`.records`.
+(:mod:`.calibrations`), the judges' 429 answers (:mod:`.rate_limits`), deleting runs
+(:mod:`.deletion`); the records of its rows are in :mod:`.records`.
 """
 
 from __future__ import annotations
 
 from juryflow.storage.store.calibrations import CalibrationsMixin
 from juryflow.storage.store.checks import StoreSchemaError
+from juryflow.storage.store.deletion import DeletionMixin
 from juryflow.storage.store.migrations import MigrationsMixin
 from juryflow.storage.store.rate_limits import RateLimitsMixin
 from juryflow.storage.store.reads import ReadsMixin
@@ -44,6 +45,7 @@ class Store(
     CalibrationsMixin,
     RateLimitsMixin,
     SamplesMixin,
+    DeletionMixin,
 ):
     """The juryflow store: a DuckDB file, or a DuckLake (``--db ducklake:...``).
 
