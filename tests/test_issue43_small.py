@@ -260,3 +260,13 @@ def test_a_regressed_check_prints_no_prefect_error_line_and_markdown_on_request(
     # the second check asked for Markdown (a CI step summary): the verdict on stdout
     assert done.stdout.startswith("### juryflow regression: regressed"), done.stdout
     assert "| check | value | allowed |" in done.stdout
+
+
+def test_the_summarys_duration_is_the_commands_with_the_judging_beside_it() -> None:
+    """A 6-item run said `duration 2.3 s` after 52 s at the terminal: the command's wall
+    time is what a person waited."""
+    from juryflow.terminal.output import _pace_rows
+
+    rows = dict(_pace_rows({"duration_seconds": 2.3, "command_seconds": 51.9}))
+    assert rows["duration"] == "51.9 s for the command (judging 2.3 s)"
+    assert dict(_pace_rows({"duration_seconds": 2.3}))["duration"] == "2.3 s"

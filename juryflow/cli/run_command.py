@@ -7,6 +7,7 @@ takes the same options for its new run.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,6 +17,10 @@ from juryflow.cli.user_files import default_panel
 from juryflow.flows.runtime.prefect_env import quiet_prefect_logging
 from juryflow.terminal import output
 from juryflow.terminal.output import terminal_console
+
+STARTED = time.monotonic()
+"""When the command began (the command line's import, a fraction of a second after the
+interpreter's start): the summary's duration is the command's, not only its judging's."""
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -266,6 +271,7 @@ def _show_summary(
 
     # A shard's summary is its part; the run's judges are judged together once it finishes.
     judges = None if sharded else judges_of_run(summary)
+    summary = {**summary, "command_seconds": time.monotonic() - STARTED}
     output.print_run_summary(console, summary, judges)
     # A stopped judge or a run mostly without consensus is stored, but is no success.
     failures = failure_lines(summary)

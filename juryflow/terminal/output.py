@@ -158,8 +158,15 @@ def _pace_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if seconds is None:
         return []
     rate = summary.get("judgments_per_second")
+    command = summary.get("command_seconds")
+    # The command's wall time is what a person waited; the judging is the part the run did.
+    duration = (
+        f"{seconds:.1f} s"
+        if command is None
+        else (f"{command:.1f} s for the command (judging {seconds:.1f} s)")
+    )
     return [
-        ("duration", f"{seconds:.1f} s"),
+        ("duration", duration),
         ("throughput", "n/a" if rate is None else f"{rate:.1f} judgments/s"),
         ("retries", str(summary.get("retries", 0))),
         *_rate_limit_rows(summary),
