@@ -257,7 +257,9 @@ def _preference(scores: FloatArray, weights: FloatArray, param: float | None) ->
     """Pairwise judges: the plurality of their verdicts (0 A, 0.5 tie, 1 B), a draw a tie.
 
     Each judge's verdict is one it gave in both orders (an inconsistent judge is unscored
-    and has no say); a draw at the top is a tie, never a coin flip. Judge weights count.
+    and has no say); a draw at the top is a tie, never a coin flip. Judge weights count; a
+    judge weighted 0 takes no part. On other scores it is their weighted mode, a draw
+    settled at 0.5 held within the tied values (so it stays between them, and mirrors).
 
     >>> _preference(np.array([0.0, 0.0, 1.0]), np.ones(3), None)
     0.0
@@ -265,11 +267,13 @@ def _preference(scores: FloatArray, weights: FloatArray, param: float | None) ->
     ...     np.array([0.0, 1.0, 0.5]), np.ones(3), None)
     (0.5, 0.5)
     """
-    votes = np.asarray([weights[scores == v].sum() for v in (0.0, 0.5, 1.0)])
-    top = votes.max()
-    if top <= 0 or (votes == top).sum() > 1:
-        return 0.5
-    return float((0.0, 0.5, 1.0)[int(np.argmax(votes))])
+    voting = weights > 0
+    if not voting.any():
+        voting = np.ones_like(weights, dtype=bool)
+    values, inverse = np.unique(scores[voting], return_inverse=True)
+    votes = np.bincount(inverse, weights=np.where(weights[voting] > 0, weights[voting], 1.0))
+    tied = values[votes >= votes.max() - 1e-12]
+    return float(tied[0]) if tied.size == 1 else float(np.clip(0.5, tied.min(), tied.max()))
 
 
 @score_reducer("mean")
