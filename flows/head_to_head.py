@@ -20,6 +20,7 @@ from prefect import get_run_logger
 
 from juryflow.analysis.preference_report import PreferenceSummary, preference_summary
 from juryflow.flows.evaluate import evaluate
+from juryflow.judges.panel import load_panel
 from juryflow.planning.head_to_head_pairs import write_head_to_head
 from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
@@ -50,8 +51,14 @@ def pairs_path(store: Store, baseline_id: str, candidate_id: str) -> Path:
 async def _judge_pairs(
     store: Store, request: RunRequest, baseline_id: str, candidate_id: str, panel: str, suite: str
 ) -> tuple[str, PreferenceSummary]:
+    if not all(j.output_kind == "preference" for j in load_panel(panel).judges):
+        # Before a pair is judged: a panel of other judges would pay for answers of no use.
+        raise ValueError(
+            f"--pairwise panel {panel} has judges that are not pairwise: give it judges whose "
+            "prompt is pairwise_preference (or a prompt file with output: preference)"
+        )
     path = pairs_path(store, baseline_id, candidate_id)
-    n = write_head_to_head(store, baseline_id, candidate_id, path)
+    write_head_to_head(store, baseline_id, candidate_id, path)
     pairs = RunRequest(
         dataset=str(path),
         panel=panel,
@@ -62,12 +69,9 @@ async def _judge_pairs(
     )
     summary: dict[str, Any] = await evaluate(pairs)
     run_id = str(summary["run_id"])
-    found = preference_summary(store, run_id, n)
-    if found is None:
-        raise ValueError(
-            f"--pairwise panel {panel} has no pairwise judge: give it judges whose prompt "
-            "is pairwise_preference (or a prompt file with output: preference)"
-        )
+    # The run's own items (rows it refused are not among them) size the arrays.
+    found = preference_summary(store, run_id, len(store.item_ids(run_id)))
+    assert found is not None  # every judge is pairwise (checked above)
     return run_id, found
 
 

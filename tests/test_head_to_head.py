@@ -229,3 +229,15 @@ def test_bradley_terry_ranks_three_candidate_models_apart_on_the_dev_sample(
     assert fit.ranking().tolist() == [0, 1, 2]
     assert fit.strengths_low[0] > fit.strengths_high[1], (fit.strengths_low, fit.strengths_high)
     assert fit.strengths_low[1] > fit.strengths_high[2], (fit.strengths_low, fit.strengths_high)
+
+
+def test_a_pairwise_panel_of_other_judges_is_refused_before_any_pair_is_judged(
+    tmp_path: Path,
+) -> None:
+    from juryflow.flows.head_to_head import _judge_pairs
+
+    store = Store(tmp_path / "s.duckdb")
+    offline = REPO / "examples" / "panel.offline.yaml"
+    with pytest.raises(ValueError, match="has judges that are not pairwise"):
+        asyncio.run(_judge_pairs(store, RunRequest(), "a", "b", str(offline), "suite"))
+    assert not (tmp_path / "s.pairs").exists()
