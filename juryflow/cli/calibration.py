@@ -100,6 +100,34 @@ def _subset_line(subsets: dict[str, Any]) -> str:
     )
 
 
+def _accuracy_table(report: dict[str, Any]) -> FitTable:
+    """Out-of-fold P/R/F1 of every predictor, with intervals."""
+    level = f"{100 * report.get('interval_level', 0.95):.0f} %"
+    # Parts stacked below each other, each led by the predictor, when the terminal is
+    # narrow: a predictor's name is never cut.
+    table = FitTable(
+        title="Out-of-fold accuracy against the human labels (all items; no answer = nothing); "
+        f"F1 intervals: {level}, sources resampled",
+    )
+    columns = ("predictor", "coverage", "P", "R", "F1", "F1 interval",
+               "span P", "span R", "span F1", "span F1 interval")  # fmt: skip
+    for column in columns:
+        table.add_column(
+            column,
+            justify="left" if column == "predictor" else "right",
+            with_previous=column in ("F1 interval", "span F1 interval"),
+        )
+    for row in report["predictors"]:
+        response, spans = row["response"], row["spans"]
+        table.add_row(
+            plain(row["name"]),
+            "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
+            _f(response, "precision"), _f(response, "recall"), _f(response, "f1"), _ci(response),
+            _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"), _ci(spans),
+        )  # fmt: skip
+    return table
+
+
 def calibrate_command(
     run_id: RunArgument = None,
     name: Annotated[
@@ -129,9 +157,10 @@ def calibrate_command(
     format_: FormatOption = "table",
     gold: GoldOption = "dataset",
 ) -> None:
-    """Choose the consensus rule from human labels by nested grouped cross-validation: the
-    procedure's choice is kept where its out-of-fold F1 beats the panel's default rule; says
-    what each judge adds and the cheapest subset of judges within noise of the best.
+    """Choose the consensus rule from human labels by nested grouped cross-validation: of the
+    panel's default rule, the procedure's choice and following the best judge, the one with
+    the best out-of-fold F1 and never below the default is kept; says what each judge adds
+    and the cheapest subset of judges within noise of the best.
 
     Needs at least 5 labelled items per fold (25 with the default 5 folds): label more
     dataset rows, or annotate items with `juryflow view` and pass --gold annotations."""
@@ -157,30 +186,7 @@ def calibrate_command(
             f"gold: {report.get('gold_source', 'dataset')}"
         )
     )
-    level = f"{100 * report.get('interval_level', 0.95):.0f} %"
-    # Parts stacked below each other, each led by the predictor, when the terminal is
-    # narrow: a predictor's name is never cut.
-    table = FitTable(
-        title="Out-of-fold accuracy against the human labels (all items; no answer = nothing); "
-        f"F1 intervals: {level}, sources resampled",
-    )
-    columns = ("predictor", "coverage", "P", "R", "F1", "F1 interval",
-               "span P", "span R", "span F1", "span F1 interval")  # fmt: skip
-    for column in columns:
-        table.add_column(
-            column,
-            justify="left" if column == "predictor" else "right",
-            with_previous=column in ("F1 interval", "span F1 interval"),
-        )
-    for row in report["predictors"]:
-        response, spans = row["response"], row["spans"]
-        table.add_row(
-            plain(row["name"]),
-            "—" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %",
-            _f(response, "precision"), _f(response, "recall"), _f(response, "f1"), _ci(response),
-            _f(spans, "precision"), _f(spans, "recall"), _f(spans, "f1"), _ci(spans),
-        )  # fmt: skip
-    console.print(table)
+    console.print(_accuracy_table(report))
     for d in report.get("differences", []):
         console.print(
             plain(

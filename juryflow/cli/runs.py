@@ -468,9 +468,9 @@ def delete_command(
 
 def register(app: typer.Typer) -> None:
     """Add `runs` (and `runs delete`), `export` and `import` to the juryflow command line."""
-    from juryflow.cli.help_format import App
+    from juryflow.cli.help_format import App, reflowed
 
-    runs_app = App(help=runs_command.__doc__)
+    runs_app = App(help=reflowed(runs_command.__doc__ or ""))
 
     @runs_app.callback(invoke_without_command=True)
     def runs_group(
