@@ -40,6 +40,7 @@ from juryflow.storage.reads.sample_inputs import load_samples
 from juryflow.storage.store import Store
 
 __all__ = [
+    "Estimate",
     "JudgePosition",
     "Orders",
     "ShareInterval",
@@ -49,37 +50,48 @@ __all__ = [
 ]
 
 
-class ShareInterval(BaseModel):
-    """A share with its 95 % interval (sources resampled); None where nothing counted."""
+class Estimate(BaseModel):
+    """A figure with its 95 % interval (sources resampled); None where not defined."""
 
     model_config = ConfigDict(frozen=True)
 
     value: float | None
     low: float | None
     high: float | None
+
+    @classmethod
+    def from_figures(cls, value: float, low: float, high: float) -> Estimate:
+        def finite(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
+        return cls(value=finite(value), low=finite(low), high=finite(high))
+
+    def show(self, percent: bool = True) -> str:
+        if self.value is None:
+            return "n/a"
+
+        def fmt(x: float) -> str:
+            return f"{x:.0%}" if percent else f"{x:+.2f}"
+
+        if self.low is None or self.high is None:
+            return fmt(self.value)
+        return f"{fmt(self.value)} [{fmt(self.low)}, {fmt(self.high)}]"
+
+
+class ShareInterval(Estimate):
+    """A share of counted cases, with its interval and the counts."""
+
     count: int
     of: int
 
     @classmethod
     def of_rate(cls, rate: Rate) -> ShareInterval:
-        def finite(x: float) -> float | None:
-            return float(x) if np.isfinite(x) else None
+        found = Estimate.from_figures(rate.estimate, rate.low, rate.high)
+        return cls(**found.model_dump(), count=rate.successes, of=rate.trials)
 
-        return cls(
-            value=finite(rate.estimate),
-            low=finite(rate.low),
-            high=finite(rate.high),
-            count=rate.successes,
-            of=rate.trials,
-        )
-
-    def show(self) -> str:
-        if self.value is None:
-            return "n/a"
-        interval = (
-            "" if self.low is None or self.high is None else (f" [{self.low:.0%}, {self.high:.0%}]")
-        )
-        return f"{self.value:.0%}{interval} ({self.count}/{self.of})"
+    def show(self, percent: bool = True) -> str:
+        shown = super().show(percent)
+        return shown if self.value is None else f"{shown} ({self.count}/{self.of})"
 
 
 class JudgePosition(BaseModel):

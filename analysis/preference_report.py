@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.analysis.position_report import load_orders
+from juryflow.analysis.position_report import Estimate, load_orders
 from juryflow.maths.agreement import error_correlation_report
 from juryflow.maths.pairwise.bradley_terry import comparisons, fit_bradley_terry
 from juryflow.maths.pairwise.head_to_head import (
@@ -50,38 +50,6 @@ __all__ = [
     "gate_figures",
     "preference_summary",
 ]
-
-
-class Estimate(BaseModel):
-    """A figure with its 95 % interval (sources resampled); None where not defined."""
-
-    model_config = ConfigDict(frozen=True)
-
-    value: float | None
-    low: float | None
-    high: float | None
-
-    @classmethod
-    def of(cls, value: float, low: float, high: float) -> Estimate:
-        def finite(x: float) -> float | None:
-            return float(x) if np.isfinite(x) else None
-
-        return cls(value=finite(value), low=finite(low), high=finite(high))
-
-    @classmethod
-    def share(cls, share: Share) -> Estimate:
-        return cls.of(share.estimate, share.low, share.high)
-
-    def show(self, percent: bool = True) -> str:
-        if self.value is None:
-            return "n/a"
-
-        def fmt(x: float) -> str:
-            return f"{x:.0%}" if percent else f"{x:+.2f}"
-
-        if self.low is None or self.high is None:
-            return fmt(self.value)
-        return f"{fmt(self.value)} [{fmt(self.low)}, {fmt(self.high)}]"
 
 
 class ModelStrength(BaseModel):
@@ -120,6 +88,10 @@ class PreferenceSummary(BaseModel):
     worth (Kish's design effect over their error correlation); None without labels."""
 
 
+def _share(share: Share) -> Estimate:
+    return Estimate.from_figures(share.estimate, share.low, share.high)
+
+
 def consensus_codes(consensus: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
     """The panel's preference per item as a code (A below 0.5, tie at it, B above)."""
     codes = np.full(consensus.shape, MISSING, dtype=np.int8)
@@ -140,10 +112,10 @@ def preference_summary(store: Store, run_id: str, n_items: int) -> PreferenceSum
     summary = PreferenceSummary(
         items=result.n_items,
         without_consensus=result.n_missing,
-        wins=Estimate.share(result.wins),
-        ties=Estimate.share(result.ties),
-        losses=Estimate.share(result.losses),
-        win_share=Estimate.share(result.win_share),
+        wins=_share(result.wins),
+        ties=_share(result.ties),
+        losses=_share(result.losses),
+        win_share=_share(result.win_share),
         regressed=regressed(result),
         balanced=passes_aa(result),
     )
@@ -176,14 +148,14 @@ def preference_summary(store: Store, run_id: str, n_items: int) -> PreferenceSum
     strengths = [
         ModelStrength(
             model=inputs.models[k],
-            strength=Estimate.of(
+            strength=Estimate.from_figures(
                 float(fit.strengths[k]), float(fit.strengths_low[k]), float(fit.strengths_high[k])
             ),
             comparisons=int(counts[k]),
         )
         for k in fit.ranking().tolist()
     ]
-    position = Estimate.of(fit.position, fit.position_low, fit.position_high)
+    position = Estimate.from_figures(fit.position, fit.position_low, fit.position_high)
     return summary.model_copy(update={"strengths": strengths, "position": position})
 
 

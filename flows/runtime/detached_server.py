@@ -114,6 +114,25 @@ def _log_tail(path: Path) -> str:
     return text[-LOG_TAIL_CHARS:]
 
 
+def _detached(
+    command: list[str], log_path: Path, env: dict[str, str], what: str
+) -> subprocess.Popen[bytes]:
+    """``command`` in its own session (no terminal's Ctrl-C or hang-up reaches it), reading
+    nothing and writing to the log, which notes its start."""
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"\n--- {what}: {' '.join(command)}\n")
+        log.flush()
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
 def start(
     host: str, port: int, wait_seconds: float, idle_minutes: float | None = None
 ) -> tuple[ServerRecord, bool]:
@@ -138,33 +157,13 @@ def start(
     env.pop("PREFECT_API_URL", None)  # the server is the API; it must not look for another
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", host,
                "--port", str(port)]  # fmt: skip
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"\n--- juryflow server start: {' '.join(command)}\n")
-        log.flush()
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+    process = _detached(command, log_path, env, "juryflow server start")
     record = ServerRecord(pid=process.pid, host=host, port=port, log=str(log_path))
     _state_file().write_text(json.dumps(asdict(record)), encoding="utf-8")
     if idle_minutes is not None:
         watch = [sys.executable, "-m", "juryflow.flows.runtime.idle_stop", str(process.pid),
                  str(60.0 * idle_minutes)]  # fmt: skip
-        with log_path.open("a", encoding="utf-8") as log:
-            subprocess.Popen(
-                watch,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
+        _detached(watch, log_path, env, "its idle watch")
     deadline = time.monotonic() + wait_seconds
     while not healthy(record):
         if process.poll() is not None:
