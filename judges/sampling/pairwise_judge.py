@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from juryflow.judges.breaker import CircuitBreaker
 from juryflow.judges.budget import Budget
-from juryflow.judges.llm_judge import LLMJudge
 from juryflow.judges.sampling.sampled_judge import SampledJudge
 from juryflow.maths.records import Item, Judgment
 
@@ -53,6 +52,5 @@ class PairwiseJudge(SampledJudge):
         budget: Budget | None,
     ) -> Judgment:
         if index == 0:
-            return await LLMJudge.judge(self, item, breaker, budget)
-        answer = await LLMJudge.judge(self, swapped(item), breaker, budget)
-        return mapped_back(answer)
+            return await super().ask(item, index, breaker, budget)
+        return mapped_back(await super().ask(swapped(item), index, breaker, budget))

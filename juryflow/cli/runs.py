@@ -21,6 +21,7 @@ from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
     from juryflow.analysis.recorded_import import ImportResult
+    from juryflow.storage.store import Store
     from juryflow.storage.store.deletion import Deleted
 
 console = terminal_console()
@@ -450,18 +451,25 @@ def delete_command(
     """Delete runs from the store, every row of theirs in one transaction. Refused (one
     line, naming it) for a suite's baseline, a run with reviewers' annotations, one still
     running or one other runs were reaggregated from, unless --force."""
-    from juryflow.storage.connection import StoreError
     from juryflow.storage.store import Store
-    from juryflow.storage.store.deletion import DeletionRefused
 
     ids = [resolve_or_exit(db, run) or run for run in runs]
+    delete_and_say(Store(db), ids, force, "delete")
+
+
+def delete_and_say(store: Store, run_ids: list[str], force: bool, what: str) -> None:
+    """Delete ``run_ids`` and print what went, or one line and exit code 2 (``what``: the
+    command's verb, for a database error)."""
+    from juryflow.storage.connection import StoreError
+    from juryflow.storage.store.deletion import DeletionRefused
+
     try:
-        deleted = Store(db).delete_runs(ids, force=force)
+        deleted = store.delete_runs(run_ids, force=force)
     except (DeletionRefused, StoreError) as error:
         fail(str(error))
         return
     except duckdb.Error as error:
-        fail(f"cannot delete: {type(error).__name__}: {error}")
+        fail(f"cannot {what}: {type(error).__name__}: {error}")
         return
     console.print(output.plain(deleted_line(deleted)), soft_wrap=True)
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from juryflow.cli.help_format import App
-from juryflow.cli.runs import DbOption, ForceOption, deleted_line, fail
+from juryflow.cli.runs import DbOption, ForceOption, delete_and_say, fail
 from juryflow.terminal import output
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def prune_command(
     reaggregated from), unless --force."""
     from juryflow.storage.connection import StoreError
     from juryflow.storage.store import Store
-    from juryflow.storage.store.deletion import DeletionRefused, prune_choice
+    from juryflow.storage.store.deletion import prune_choice
 
     store = Store(db)
     try:
@@ -171,14 +171,13 @@ def prune_command(
                 soft_wrap=True,
             )
             return
-        deleted = store.delete_runs(doomed, force=force)
-    except (DeletionRefused, StoreError) as error:
+    except StoreError as error:
         fail(str(error))
         return
     except duckdb.Error as error:
         fail(f"cannot prune: {type(error).__name__}: {error}")
         return
-    console.print(output.plain(deleted_line(deleted)), soft_wrap=True)
+    delete_and_say(store, doomed, force, "prune")
 
 
 def register(app: typer.Typer) -> None:
