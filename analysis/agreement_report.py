@@ -658,6 +658,12 @@ def agreement_report(
 ) -> AgreementReport:
     """Every agreement and accuracy figure of a run (the latest run when ``run_id`` is None),
     accuracy against the labels of gold source ``gold``."""
+    sa.ensure_views(store)  # may upgrade the store: a write, before the held read below
+    with store.reading():
+        return _agreement_report(store, run_id, gold)
+
+
+def _agreement_report(store: Store, run_id: str | None, gold: GoldSource) -> AgreementReport:
     everything = sa.load_run_data(store, run_id, gold)
     notes: list[str] = []
     # An early-stopped run called some judges only where the others disagreed: agreement

@@ -8,7 +8,13 @@ Each mode gets a fresh PREFECT_HOME and no PREFECT_API_URL; the background serve
 stopped at the end. Targets (issue 43): the second command ≤ 5 s, the first ≤ 20 s, on an
 idle 2-core machine.
 
-    .venv/bin/python bench/bench_first_result.py [--repeat N]
+    .venv/bin/python bench/bench_first_result.py [--repeat N] [--juryflow PATH]
+
+``--juryflow`` times another installation's command, e.g. the one a new user has after
+``bash scripts/install.sh`` (no pandas: DuckDB imports pandas, when it is installed, at a
+process's first bound parameter, about 0.4 s; the dev install has it for the tests). The
+commands run as in a user's shell: Python writes its bytecode caches (this sandbox sets
+PYTHONDONTWRITEBYTECODE, which would compile every juryflow module at every command).
 """
 
 from __future__ import annotations
@@ -26,10 +32,21 @@ from _common import machine, temp_dir
 JURYFLOW = str(Path(sys.executable).with_name("juryflow"))
 
 
-def _command(env: dict[str, str], db: Path) -> float:
+def _has_pandas(juryflow: str) -> bool:
+    python = Path(juryflow).with_name("python")
+    found = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('pandas') is not None)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() == "True"
+
+
+def _command(juryflow: str, env: dict[str, str], db: Path) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [JURYFLOW, "run", "--limit", "5", "--db", str(db)],
+        [juryflow, "run", "--limit", "5", "--db", str(db)],
         env=env,
         capture_output=True,
         text=True,
@@ -41,27 +58,31 @@ def _command(env: dict[str, str], db: Path) -> float:
     return seconds
 
 
-def _pair(mode: str, tmp: Path) -> tuple[float, float]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+def _pair(juryflow: str, mode: str, tmp: Path) -> tuple[float, float]:
+    dropped = ("PREFECT_API_URL", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(PREFECT_HOME=str(tmp / f"home-{mode}"), JURYFLOW_SERVER=mode)
     try:
-        return _command(env, tmp / f"{mode}-1.duckdb"), _command(env, tmp / f"{mode}-2.duckdb")
+        first = _command(juryflow, env, tmp / f"{mode}-1.duckdb")
+        return first, _command(juryflow, env, tmp / f"{mode}-2.duckdb")
     finally:
-        subprocess.run([JURYFLOW, "server", "stop"], env=env, capture_output=True, check=False)
+        subprocess.run([juryflow, "server", "stop"], env=env, capture_output=True, check=False)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--juryflow", default=JURYFLOW, help="the juryflow command to time")
     args = parser.parse_args()
     print(machine())
+    print(f"command: {args.juryflow} (pandas installed beside it: {_has_pandas(args.juryflow)})")
     results: dict[str, list[tuple[float, float]]] = {"ephemeral": [], "background": []}
     with temp_dir("jf-first-") as name:
         for k in range(args.repeat):
             for mode in results:
                 tmp = Path(name) / f"r{k}"
                 tmp.mkdir(exist_ok=True)
-                results[mode].append(_pair(mode, tmp))
+                results[mode].append(_pair(args.juryflow, mode, tmp))
     print("| Prefect server | first command, median (min-max) | second command | target |")
     print("|---|---|---|---|")
     for mode, pairs in results.items():

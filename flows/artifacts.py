@@ -208,15 +208,20 @@ async def publish_run_artifacts(store: Store, run_id: str) -> bool:
     try:
         from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 
-        run = store.get_run(run_id)
+        # Read through one connection, and before the first await: a held connection
+        # holds the process's store lock, which another coroutine would then wait on.
+        with store.reading():
+            run = store.get_run(run_id)
+            markdown = run_markdown(store, run_id)
+            table = rounded_table(judge_stats(store, run_id))
         suite = run.suite if run else run_id
         await acreate_markdown_artifact(
-            markdown=run_markdown(store, run_id),
+            markdown=markdown,
             key=artifact_key("run-summary", suite),
             description=f"juryflow run {run_id}",
         )
         await acreate_table_artifact(
-            table=rounded_table(judge_stats(store, run_id)),
+            table=table,
             key=artifact_key("judges", suite),
             description=f"per-judge statistics of juryflow run {run_id}",
         )

@@ -382,23 +382,23 @@ async def _judge_run(
 
     if completed:  # a shard's share alone would give the run a partial reliability
         await asyncio.to_thread(record_reliability, plan.store, plan.run_id)
-    summary = plan.store.run_summary(plan.run_id)
-    summary.update(
-        run_figures(plan.store, plan.run_id, time.monotonic() - began, len(runner.done_pairs))
-    )
-    summary.update(
-        run_id=plan.run_id,
-        db=str(plan.store.path),
-        dataset=str(plan.dataset),
-        rejected=[
-            {"row": e.row_number, "item_id": e.item_id, "error": e.error}
-            for e in plan.store.row_errors(plan.run_id)
-        ],
-        rate_limited=rate_limits.run_total(plan, rate_limited),
-        warnings=list(runner.batches.fallback.values()) if runner.batches is not None else [],
-    )
-    # Stopped judges and quorum misses: the command line exits 1 on them.
-    summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
+    seconds = time.monotonic() - began
+    with plan.store.reading():  # a dozen reads through one connection
+        summary = plan.store.run_summary(plan.run_id)
+        summary.update(run_figures(plan.store, plan.run_id, seconds, len(runner.done_pairs)))
+        summary.update(
+            run_id=plan.run_id,
+            db=str(plan.store.path),
+            dataset=str(plan.dataset),
+            rejected=[
+                {"row": e.row_number, "item_id": e.item_id, "error": e.error}
+                for e in plan.store.row_errors(plan.run_id)
+            ],
+            rate_limited=rate_limits.run_total(plan, rate_limited),
+            warnings=list(runner.batches.fallback.values()) if runner.batches is not None else [],
+        )
+        # Stopped judges and quorum misses: the command line exits 1 on them.
+        summary.update(health(plan.store, plan.run_id, summary, runner.stopped.values()))
     from juryflow.flows.artifacts import publish_run_artifacts  # never fails the run
 
     await publish_run_artifacts(plan.store, plan.run_id)

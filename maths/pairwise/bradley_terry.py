@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize
 
 from juryflow.maths.group_bootstrap import group_draws
 from juryflow.maths.pairwise.records import MISSING, TIE, A, B, Codes, raw_codes
@@ -174,6 +173,10 @@ def _fit_tables(
     n_fits, m = tables.shape[0], tables.shape[1]
     size = m + (1 if position else 0) + 1
     x0 = np.zeros((n_fits, size)) if start is None else np.tile(start, (n_fits, 1))
+    # Imported here: scipy.optimize costs a quarter of a second, which every command that
+    # builds an agreement report would pay though only a pairwise run fits a model.
+    from scipy.optimize import minimize
+
     result = minimize(
         _nll,
         x0.reshape(-1),

@@ -10,7 +10,13 @@ from typing import TypeVar
 
 import duckdb
 
-from juryflow.storage.connection import StoreGoneError, connect, resolve_target, retry_conflicts
+from juryflow.storage.connection import (
+    StoreError,
+    StoreGoneError,
+    connect,
+    resolve_target,
+    retry_conflicts,
+)
 from juryflow.storage.lake.attach import LakeTarget
 from juryflow.storage.store.checks import _check_schema
 
@@ -46,6 +52,7 @@ class StoreBase:
     ) -> None:
         self.path: Path | LakeTarget = resolve_target(path, data_path)
         self._held: duckdb.DuckDBPyConnection | None = None
+        self._held_read_only = False
         self._checked = False
         self._file: tuple[int, int] | None = None
         """The file (device, inode) checked to be the store; None for a lake."""
@@ -103,8 +110,31 @@ class StoreBase:
                 self._held = None
 
     @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold one read-only connection for many reads (a report's dozens of queries).
+
+        Each connection to a file costs 20-30 ms to open, which a report reading through
+        thirty of them paid on every command. A lake keeps its one connection anyway, and
+        a block inside a held connection already has one. Nothing in the block may write.
+        """
+        if self._held is not None or self.lake is not None:
+            yield
+            return
+        with self._open(read_only=True) as con:
+            self._held, self._held_read_only = con, True
+            try:
+                yield
+            finally:
+                self._held, self._held_read_only = None, False
+
+    @contextmanager
     def _connection(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         if self._held is not None:
+            if self._held_read_only and not read_only:
+                # DuckDB would refuse a read-write connection to the file beside the held
+                # one; a StoreError, as for a store this user cannot write, which a
+                # reader's optional upgrade (ensure_views) already takes in its stride.
+                raise StoreError(f"the store {self.path} is open for reading only here")
             yield self._held
         else:
             with self._open(read_only) as con:
