@@ -857,6 +857,7 @@ class DisputedItem(_Frozen):
     judges: list[JudgeAnswer]
     consensus_status: str | None
     consensus_score: float | None
+    """The median of the judges' scores, whatever the run's score rule."""
     consensus_hallucinated: bool | None
     consensus_spans: list[SpanOut]
     gold_hallucinated: bool | None
@@ -865,6 +866,8 @@ class DisputedItem(_Frozen):
     """The judged text (the ``response``, else ``output`` variable) the offsets point into."""
     samples: list[SampleAnswer] = []
     """The samples of its judges with ``samples: N > 1``, side by side (judges by id)."""
+    consensus_rule_score: float | None = None
+    """The run's score rule's consensus (a pairwise panel's preference: 0 A, 0.5 tie, 1 B)."""
 
 
 def disagreements(
@@ -908,6 +911,7 @@ def disagreements(
                 ],
                 consensus_status=row["consensus_status"],
                 consensus_score=row["consensus_score"],
+                consensus_rule_score=row["consensus_rule_score"],
                 consensus_hallucinated=row["consensus_hallucinated"],
                 consensus_spans=[
                     SpanOut(start=s, end=e, text=t, votes=v)

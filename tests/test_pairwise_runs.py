@@ -382,6 +382,24 @@ def test_the_report_of_a_pairwise_run_shows_both_orders_and_the_preference(
     assert "B&#39;s win share" in page or "B's win share" in page
 
 
+def test_disagreements_of_a_pairwise_run_say_which_answer_each_judge_preferred(
+    readme_run: tuple[Path, str],
+) -> None:
+    from typer.testing import CliRunner
+
+    from juryflow.cli import app
+
+    db, run_id = readme_run
+    shown = CliRunner().invoke(
+        app, ["disagreements", run_id, "--db", str(db), "--top", "30"], env={"COLUMNS": "160"}
+    )
+    assert shown.exit_code == 0, shown.output
+    # A preference is neither hallucinated nor clean: the words are the summary's.
+    assert "hallucinated" not in shown.output and " clean" not in shown.output
+    assert "A better" in shown.output and "B better" in shown.output
+    assert "rule " in shown.output and "median " not in shown.output
+
+
 def test_the_rubric_slot_takes_an_items_own_rubric_else_the_prompts(tmp_path: Path) -> None:
     """`rubric` is optional: a dataset without the column, or a row with an empty cell, is
     judged by the prompt's default rubric; a row's own rubric replaces it."""

@@ -363,13 +363,39 @@ def _verdict(value: bool | None) -> Text:
     return Text("hallucinated", style="red") if value else Text("clean", style="green")
 
 
+_PREFERENCES = {0.0: "A better", 0.5: "tie", 1.0: "B better"}
+"""A pairwise judge's score (B's win share in both orders) as the words the summary uses."""
+
+
+_PAIRWISE_CONSENSUS = (
+    "consensus: the plurality of the verdicts the judges gave in both orders (an "
+    "inconsistent judge has no say); a draw is a tie"
+)
+
+
+def _pairwise(item: DisputedItem) -> bool:
+    return bool(item.judges) and all(j.output_kind == "preference" for j in item.judges)
+
+
+def _preference(score: float | None) -> Text:
+    if score is None:
+        return Text("—", style="dim")
+    return Text(_PREFERENCES.get(score, f"B {score:.0%}"))
+
+
 def _item_heading(item: DisputedItem) -> Text:
-    measures = [
-        f"disagreement {_num(item.disagreement)}",
-        f"score spread {_num(item.score_spread, 2)}",
-        f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
-        f"span disagreement {_num(item.span_disagreement, 2)}",
-    ]
+    if _pairwise(item):
+        # A preference is neither hallucinated nor clean: its split is A / tie / B.
+        given = [_PREFERENCES.get(j.score) for j in item.judges if j.score is not None]
+        split = " / ".join(f"{given.count(name)} {name}" for name in _PREFERENCES.values())
+        measures = [f"disagreement {_num(item.disagreement)}", f"verdicts {split}"]
+    else:
+        measures = [
+            f"disagreement {_num(item.disagreement)}",
+            f"score spread {_num(item.score_spread, 2)}",
+            f"verdicts {item.n_hallucinated_verdicts} hallucinated / {item.n_clean_verdicts} clean",
+            f"span disagreement {_num(item.span_disagreement, 2)}",
+        ]
     return Text.assemble(
         (f"#{item.rank} {safe_text(item.item_id, one_line=True)}", "bold"),
         "\n",
@@ -378,6 +404,7 @@ def _item_heading(item: DisputedItem) -> Text:
 
 
 def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
+    pairwise = _pairwise(item)
     table = Table(show_lines=True)
     table.add_column("judge")
     table.add_column("score", justify="right")
@@ -396,19 +423,26 @@ def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
         table.add_row(
             plain(j.judge_id),
             _num(j.score, 2),
-            _verdict(j.verdict),
-            _spans_cell(spans, "(score only)"),
+            _preference(j.score) if pairwise else _verdict(j.verdict),
+            _spans_cell(spans, "(preference)" if pairwise else "(score only)"),
         )
     consensus_spans: list[SpanOut] | None = item.consensus_spans
     if item.consensus_status != "ok":
         consensus_spans = None
+    if item.consensus_status != "ok":
+        consensus_verdict = plain(item.consensus_status or "none", "yellow")
+    elif pairwise:
+        consensus_verdict = _preference(item.consensus_rule_score)
+    else:
+        consensus_verdict = _verdict(item.consensus_hallucinated)
     table.add_row(
         Text("consensus", style="bold"),
-        # the view's consensus score is the median, whatever the run's score reducer
-        f"median {_num(item.consensus_score, 2)}",
-        _verdict(item.consensus_hallucinated)
-        if item.consensus_status == "ok"
-        else plain(item.consensus_status or "none", "yellow"),
+        # the view's consensus score is the median, whatever the run's score reducer; a
+        # pairwise panel's is its preference rule's (a median of 0, 1 would read as a tie)
+        f"rule {_num(item.consensus_rule_score, 2)}"
+        if pairwise
+        else f"median {_num(item.consensus_score, 2)}",
+        consensus_verdict,
         _spans_cell(consensus_spans),
     )
     if item.gold_hallucinated is not None or item.gold_spans is not None:
@@ -464,7 +498,11 @@ def disagreements_command(
     for item in items:
         console.print(_item_heading(item), soft_wrap=True)
         console.print(_item_table(item, source))
-        if item.item_id in facts and item.consensus_status == "ok":
+        if _pairwise(item):
+            # The verdict facts below count hallucination votes, which a preference has not.
+            if item.consensus_status == "ok":
+                console.print(plain(_PAIRWISE_CONSENSUS))
+        elif item.item_id in facts and item.consensus_status == "ok":
             found = facts[item.item_id]
             why = f"consensus: {verdict_reason(rule, found)}"
             console.print(plain(why + (f" · {UNLOCALISED_NOTE}" if found.unlocalised else "")))

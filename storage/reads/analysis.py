@@ -537,9 +537,12 @@ _DISAGREEMENT_COLUMNS = (
 
 def top_disagreements(store: Store, run_id: str, top: int) -> list[dict[str, Any]]:
     """The ``top`` rows of the ``item_disagreement`` view for a run, most disputed first."""
+    # The view's consensus score is the median; the run's own rule's (a pairwise panel's
+    # preference) is read beside it.
     columns, rows = store.query(
-        f"SELECT {_DISAGREEMENT_COLUMNS} FROM item_disagreement WHERE run_id = ? "
-        "ORDER BY disagreement_rank LIMIT ?",
+        f"SELECT {_DISAGREEMENT_COLUMNS}, (SELECT c.score FROM consensus c "
+        "WHERE c.run_id = d.run_id AND c.item_id = d.item_id) AS consensus_rule_score "
+        "FROM item_disagreement d WHERE run_id = ? ORDER BY disagreement_rank LIMIT ?",
         [run_id, max(int(top), 0)],
     )
     return [dict(zip(columns, row, strict=True)) for row in rows]
