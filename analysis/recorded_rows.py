@@ -34,6 +34,7 @@ from juryflow.analysis.recorded_values import (
     shown,
     spans_of,
 )
+from juryflow.maths.names import did_you_mean
 from juryflow.storage.datasets import (
     DatasetError,
     RowError,
@@ -137,7 +138,8 @@ class RecordedRows:
 
 def _unknown(column: str, option: str, columns: list[str]) -> RecordedImportError:
     return RecordedImportError(
-        f"{option} {column}: the file has no column {column!r}; its columns are: "
+        f"{option} {column}: the file has no column {column!r}"
+        f"{did_you_mean(column, columns)}; its columns are: "
         f"{', '.join(columns)}"
     )
 

@@ -21,7 +21,6 @@ is refused by :func:`load_panel`).
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +40,7 @@ from juryflow.judges.providers.registry import NOT_PROVIDERS, registered_provide
 from juryflow.judges.redact import header_secrets, redact_url, url_secrets
 from juryflow.judges.untrusted.loading import NestingError, load_yaml
 from juryflow.maths.consensus import default_quorum
+from juryflow.maths.names import closest, did_you_mean
 
 if TYPE_CHECKING:
     from juryflow.maths.reducers import ConsensusRule
@@ -473,8 +473,8 @@ def _message(error: Any) -> str:
         return str(error["msg"])
     loc = error["loc"]
     keys = _KEYS_AT.get(str(loc[0]) if len(loc) > 1 else "", PanelSpec.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), list(keys), n=1)
-    hint = f"did you mean {close[0]!r}?" if close else "docs/reference/panel-keys.md lists them"
+    close = closest(loc[-1], keys)
+    hint = f"did you mean {close!r}?" if close else "docs/reference/panel-keys.md lists them"
     return f"not a key this takes ({hint})"
 
 
@@ -502,7 +502,8 @@ def _check_references(panel: PanelSpec, source: str) -> None:
                 raise PanelError(f"{source}: judge {judge.id!r}: {error}{hint}") from None
         if judge.provider == "offline" and judge.detector not in detector_names():
             raise PanelError(
-                f"{source}: judge {judge.id!r}: unknown detector {judge.detector!r}; "
+                f"{source}: judge {judge.id!r}: unknown detector {judge.detector!r}"
+                f"{did_you_mean(judge.detector, detector_names())}; "
                 f"known detectors: {', '.join(detector_names())}"
             )
 

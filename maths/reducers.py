@@ -25,7 +25,6 @@ An even split is never a majority, for verdicts and for characters alike.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from juryflow.maths.names import did_you_mean
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -572,7 +573,8 @@ class RuleRef:
                 return cls(family, "auto")
         entry = registry.get(name)
         if entry is None:
-            raise RuleError(f"unknown {family} rule {name!r}; known: {known}")
+            hint = did_you_mean(name, [*registry, *(["auto"] if family == "verdict" else [])])
+            raise RuleError(f"unknown {family} rule {name!r}{hint}; known: {known}")
         if not raw:
             return cls(family, name)
         if entry.param == "none":
@@ -660,7 +662,8 @@ class ConsensusRule:
         unknown = [k for k in data if k not in allowed]
         if unknown:
             raise RuleError(
-                f"consensus: unknown key(s) {', '.join(map(str, unknown))}; "
+                f"consensus: unknown key(s) {', '.join(map(str, unknown))}"
+                f"{did_you_mean(unknown[0], allowed)}; "
                 "keys are score, spans, verdict, weights, span_weights, name, stack"
             )
         return cls(
@@ -780,8 +783,7 @@ class ConsensusRule:
         """Weights naming a judge the panel does not have are a typo, not a no-op."""
         unknown = sorted((set(self.weights) | set(self.span_weights)) - set(judge_ids))
         if unknown:
-            close = difflib.get_close_matches(unknown[0], list(judge_ids), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(unknown[0], judge_ids)
             raise RuleError(
                 f"consensus.weights name judge(s) {', '.join(unknown)}{hint} that the panel "
                 f"does not have; the panel's judges are {', '.join(judge_ids)}"

@@ -14,12 +14,12 @@ caller set (:attr:`given`) are what a resume compares with the run's own setting
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from juryflow.maths.names import did_you_mean
 from juryflow.planning.worker_count import AUTO, check_workers, parse_workers
 from juryflow.storage.datasets import DEFAULT_MAX_CHARS, DatasetError, parse_mapping
 from juryflow.storage.shards import ShardError, ShardSpec, check_run_id, parse_shard
@@ -155,8 +155,7 @@ class RunRequest(BaseModel):
         """The request of ``settings``, or :class:`RunSetupError` in one line."""
         unknown = sorted(set(settings) - set(cls.model_fields))
         if unknown:
-            close = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(unknown[0], cls.model_fields)
             raise RunSetupError(f"unknown run setting {unknown[0]!r}{hint}")
         try:
             return cls(**settings)

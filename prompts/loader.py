@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from juryflow.maths.names import did_you_mean
 from juryflow.maths.records import VERDICT_THRESHOLD, OutputKind
 
 # \r: a prompt file keeps its line ends as written (its hash is the file's), CRLF included.
@@ -201,7 +202,10 @@ def load_template(name: str) -> PromptTemplate:
     base, _, version = name.partition("@v")
     entry = _catalog().get(base)
     if entry is None:
-        raise PromptError(f"unknown prompt {name!r}; known prompts: {', '.join(template_names())}")
+        names = template_names()
+        raise PromptError(
+            f"unknown prompt {name!r}{did_you_mean(base, names)}; known prompts: {', '.join(names)}"
+        )
     files = _files(entry)
     if version and (not version.isdigit() or int(version) not in files):
         known = ", ".join(f"v{v}" for v in sorted(files))

@@ -9,6 +9,7 @@ from these dicts only, never from user text.
 
 from __future__ import annotations
 
+from juryflow.maths.names import did_you_mean
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 from juryflow.storage.connection import StoreError
 
@@ -33,7 +34,8 @@ def labels_view(gold: GoldSource) -> str:
         return LABEL_VIEWS[gold]
     except KeyError:
         raise StoreError(
-            f"unknown gold source {gold!r}: use one of {', '.join(GOLD_SOURCES)}"
+            f"unknown gold source {gold!r}{did_you_mean(gold, GOLD_SOURCES)}: "
+            f"use one of {', '.join(GOLD_SOURCES)}"
         ) from None
 
 

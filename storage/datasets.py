@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from juryflow.judges.untrusted.loading import load_json
+from juryflow.maths.names import closest, did_you_mean
 from juryflow.maths.records import GoldLabels, Item
 from juryflow.storage.dataset_readers import (
     DEFAULT_FIELD_LIMIT,
@@ -66,7 +67,6 @@ FALLBACK_COLUMNS: dict[str, tuple[str, ...]] = {
 OPTIONAL_VARIABLES = frozenset({"rubric"})
 """Slots a prompt fills from the dataset when it has the column (an item's own rubric), and
 from the prompt's default otherwise: a missing or empty cell is no row error."""
-
 _METADATA_SKIP = {"labels", "hallucinated", "source_info", "id"}
 
 ITEM_METADATA_MAX_CHARS = 65_536
@@ -157,8 +157,8 @@ def resolve_columns(
             column = overrides[var]
             if column not in available:
                 raise DatasetError(
-                    f"--map {var}={column}: the dataset has no column {column!r}; "
-                    f"columns are: {_listed(columns)}"
+                    f"--map {var}={column}: the dataset has no column {column!r}"
+                    f"{did_you_mean(column, columns)}; columns are: {_listed(columns)}"
                 )
             variables[var] = column
             continue
@@ -167,9 +167,11 @@ def resolve_columns(
         if found is None and var in OPTIONAL_VARIABLES:
             continue
         if found is None:
+            close = next(filter(None, (closest(c, columns) for c in candidates)), None)
+            fix = f"--map {var}={close}" if close else f"--map {var}=COLUMN"
             raise DatasetError(
                 f"the panel's prompts need variable {var!r} but the dataset has no column "
-                f"{' or '.join(repr(c) for c in candidates)}; map one with --map {var}=COLUMN "
+                f"{' or '.join(repr(c) for c in candidates)}; map one with {fix} "
                 f"(columns are: {_listed(columns)})"
             )
         variables[var] = found

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from juryflow.maths.names import did_you_mean
+
 
 class Detector(Protocol):
     """Finds unsupported spans of ``response`` given ``reference``; returns character offsets."""
@@ -44,5 +46,8 @@ def detector_names() -> list[str]:
 def get_detector(name: str) -> Detector:
     registry = _registry()
     if name not in registry:
-        raise KeyError(f"unknown detector {name!r}; known detectors: {', '.join(sorted(registry))}")
+        raise KeyError(
+            f"unknown detector {name!r}{did_you_mean(name, registry)}; "
+            f"known detectors: {', '.join(sorted(registry))}"
+        )
     return registry[name]

@@ -15,7 +15,6 @@ providers here: they call no model (:data:`juryflow.judges.panel.UNCALLED_PROVID
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import pkgutil
@@ -25,6 +24,7 @@ from typing import Protocol, TypeVar
 
 from juryflow.judges.providers.base import ModelClient
 from juryflow.judges.providers.price import Price
+from juryflow.maths.names import did_you_mean
 
 __all__ = [
     "ClientFactory",
@@ -95,8 +95,7 @@ class UnknownProviderError(ValueError):
 
     def __init__(self, name: str) -> None:
         known = sorted({*provider_names(), *NOT_PROVIDERS})
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, known)
         super().__init__(f"unknown provider {name!r}{hint}; use one of: {', '.join(known)}")
         self.name = name
 

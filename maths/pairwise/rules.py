@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from juryflow.maths.names import did_you_mean
 from juryflow.maths.pairwise.records import MISSING, TIE, A, B, Codes, class_counts, item_codes
 
 FloatArray = npt.NDArray[np.float64]
@@ -111,7 +112,8 @@ def apply_preference_rule(name: str, items: npt.ArrayLike, **options: Any) -> Pr
     entry = _RULES.get(name)
     if entry is None:
         known = ", ".join(preference_rule_names())
-        raise PreferenceRuleError(f"unknown preference rule {name!r}; use one of: {known}")
+        hint = did_you_mean(name, preference_rule_names())
+        raise PreferenceRuleError(f"unknown preference rule {name!r}{hint}; use one of: {known}")
     return entry.fn(_items(items), **options)
 
 

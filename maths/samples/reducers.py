@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from juryflow.maths.consensus import coverage, spans_from_flags
+from juryflow.maths.names import did_you_mean
 from juryflow.maths.records import Judgment, OutputKind, Span, Usage, unscored
 
 ReduceFn = Callable[[Sequence[Judgment], str], "SampleAnswer"]
@@ -92,7 +93,8 @@ def resolve_sample_reducer(name: str | None, kind: OutputKind) -> str:
     if entry is None or kind not in entry.kinds:
         fits = ", ".join(sample_reducer_names(kind))
         what = "unknown sample reducer" if entry is None else f"a {kind} judge cannot use"
-        raise SampleReducerError(f"{what} {name!r}; for a {kind} judge use one of: {fits}")
+        hint = did_you_mean(name, sample_reducer_names(kind)) if entry is None else ""
+        raise SampleReducerError(f"{what} {name!r}{hint}; for a {kind} judge use one of: {fits}")
     return name
 
 
