@@ -277,11 +277,20 @@ def test_an_items_two_answers_stand_side_by_side_with_every_judges_two_orders(
             )
             judges = browser.find_elements(By.CSS_SELECTOR, "#pairwise tr[data-judge]")
             cells = [[c.text for c in j.find_elements(By.CSS_SELECTOR, "td")] for j in judges]
+            # The run's page: each judge in both orders, B against A, the candidates.
+            browser.get(f"{running.url.rstrip('/')}/runs/{run_id}")
+            WebDriverWait(browser, 20).until(
+                ec.presence_of_element_located((By.ID, "head-to-head-facts"))
+            )
+            positions = browser.find_elements(By.CSS_SELECTOR, "#positions tr")
+            facts = browser.find_element(By.ID, "head-to-head-facts").text
+            strengths = browser.find_elements(By.CSS_SELECTOR, "#strengths tr")
     finally:
         running.stop()
     assert b["left"] >= a["right"] and abs(a["top"] - b["top"]) < 2, (a, b)
     assert len(cells) == 3 and all(len(c) == 3 for c in cells)
     assert any(c[2] == "inconsistent" for c in cells), cells
+    assert len(positions) == 1 + 3 and "B's win share" in facts and len(strengths) == 1 + 6
 
 
 # -- the consensus rule -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from juryflow.pages.charts import HeatCell, heatmap_svg, histogram_svg
 from juryflow.pages.overlay import JUDGE_COLOURS as OVERLAY_COLOURS
 from juryflow.pages.rule_labels import RunRule
 from juryflow.report.model import GROUP_METRICS
+from juryflow.report.self_agreement_columns import pairwise_tables
 from juryflow.storage.reads.analysis import ensure_views
 from juryflow.storage.reads.consensus_facts import run_verdict_rules
 from juryflow.storage.reads.report_queries import judge_stats, raw_scores
@@ -236,6 +237,8 @@ class RunPage:
     bias: BiasSection
     calibrations: CalibrationsSection
     """What `juryflow calibrate` stored for this run, shown as stored (nothing refitted)."""
+    pairwise: dict[str, Any]
+    """A pairwise run's positions, B against A and strengths, as the report shows them."""
 
 
 def _metric_rows(groups: Sequence[GroupAgreement]) -> list[MetricRow]:
@@ -404,4 +407,5 @@ def load_run_page(store: Store, run_id: str) -> RunPage | None:
         comparisons=_comparison_links(list_comparisons(store, run_id)),
         bias=bias_section(store, report),
         calibrations=calibrations_section(store, run_id, rule_text),
+        pairwise=pairwise_tables(report.position, report.preference),
     )
