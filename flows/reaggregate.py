@@ -141,10 +141,14 @@ def choose_rule(
         rule = ConsensusRule.from_options(consensus, base) if consensus else base
         if min_votes is not None:
             rule = replace(rule, spans=RuleRef("spans", "at_least", float(min_votes)))
-        if rule.verdict.needs_fit and (consensus or min_votes is not None):
+        if consensus or min_votes is not None:
             # A reliability fitted for the source's votes says nothing about new options.
-            rule = replace(rule, verdict_fit=None)
+            if rule.verdict.needs_fit:
+                rule = replace(rule, verdict_fit=None)
+            if rule.score.needs_fit:
+                rule = replace(rule, score_fit=None)
         rule.check_judges([j.id for j in panel.judges])
+        rule.check_kind(pairwise=panel.pairwise)
     except (RuleError, RunSetupError) as error:
         raise ReaggregateError(str(error)) from None
     return rule.resolve(panel.all_span_judges)

@@ -376,6 +376,7 @@ class PanelSpec(BaseModel):
 
         rule = ConsensusRule.from_dict(self.consensus)
         rule.check_judges([j.id for j in self.judges])
+        rule.check_kind(pairwise=self.pairwise)
         return self
 
     @model_validator(mode="after")
@@ -389,6 +390,11 @@ class PanelSpec(BaseModel):
         return self
 
     @property
+    def pairwise(self) -> bool:
+        """Every judge compares two answers (a panel is all pairwise or none)."""
+        return bool(self.judges) and all(j.output_kind == "preference" for j in self.judges)
+
+    @property
     def all_span_judges(self) -> bool:
         """Every judge answers with spans (offline detectors, span prompts, recorded spans)."""
         return all(j.output_kind == "spans" for j in self.judges)
@@ -398,7 +404,7 @@ class PanelSpec(BaseModel):
         from juryflow.maths.reducers import ConsensusRule
 
         consensus = dict(self.consensus or {})
-        if self.judges and all(j.output_kind == "preference" for j in self.judges):
+        if self.pairwise:
             # A preference's median is no verdict (A and B make a "tie" of 0.5 by
             # averaging): the plurality of the consistent verdicts is.
             consensus.setdefault("score", "preference")

@@ -364,7 +364,7 @@ def item_consensus(
         flagged = reduce_spans(rule, covered, rule.span_weight_vector(span_ids), span_ids)
         spans = spans_from_flags(flagged, votes, text)
     verdicts = np.asarray([bool(j.verdict) for j in scored], dtype=bool)
-    score = reduce_score(rule, scores, weights)
+    score = reduce_score(rule, scores, weights, judge_ids)
     ballot = Ballot(
         judge_ids, verdicts, weights, score, bool(spans), rule.verdict_fit, scores, rule.stack
     )

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from juryflow.maths.consensus import coverage
 from juryflow.maths.records import Judgment
-from juryflow.maths.reducers import ConsensusRule, Reliability
+from juryflow.maths.reducers import _PREFERENCE_CLASS, ConsensusRule, PreferenceFit, Reliability
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -92,6 +92,45 @@ def character_patterns(
     return patterns, counts
 
 
+def preference_fit(
+    judgments_by_item: Mapping[str, Sequence[Judgment]], judge_ids: Sequence[str]
+) -> PreferenceFit | None:
+    """Three-class Dawid–Skene over a pairwise run's item verdicts; None with none to fit.
+
+    A judgment unscored as ``inconsistent`` (its two orders disagreed) abstains, as it does
+    in the plurality.
+
+    >>> from juryflow.maths.records import Judgment
+    >>> by_item = {f"i{k}": [Judgment(f"i{k}", j, "preference", k % 2 * 1.0)
+    ...            for j in "abc"] for k in range(6)}
+    >>> fit = preference_fit(by_item, ["a", "b", "c"])
+    >>> [round(p, 2) for p in fit.prior]
+    [0.43, 0.43, 0.14]
+    """
+    from juryflow.maths.pairwise.records import MISSING
+    from juryflow.maths.pairwise.rules import dawid_skene
+
+    row = {judge_id: j for j, judge_id in enumerate(judge_ids)}
+    codes = np.full((len(judge_ids), len(judgments_by_item)), MISSING, dtype=np.int8)
+    for i, judgments in enumerate(judgments_by_item.values()):
+        for judgment in judgments:
+            said = None if judgment.score is None else _PREFERENCE_CLASS.get(judgment.score)
+            if said is not None and judgment.judge_id in row:
+                codes[row[judgment.judge_id], i] = said
+    if not (codes != MISSING).any():
+        return None
+    fit = dawid_skene(codes)
+    if fit.confusion is None or fit.prior is None:
+        return None
+    return PreferenceFit(
+        confusion={
+            judge_id: tuple(tuple(float(p) for p in r) for r in fit.confusion[j].tolist())
+            for judge_id, j in row.items()
+        },
+        prior=tuple(float(p) for p in fit.prior.tolist()),
+    )
+
+
 def _reliability(
     votes: FloatArray, judge_ids: Sequence[str], counts: FloatArray | None = None
 ) -> Reliability | None:
@@ -133,6 +172,8 @@ def fit_rule(
     if rule.spans.needs_fit and rule.span_fit is None:
         patterns, counts = character_patterns(judgments_by_item, texts, judge_ids)
         fitted = replace(fitted, span_fit=_reliability(patterns, judge_ids, counts))
+    if rule.score.needs_fit and rule.score_fit is None:
+        fitted = replace(fitted, score_fit=preference_fit(judgments_by_item, judge_ids))
     if fitted.needs_fit:
         # Nothing to fit on (no verdicts or no span answers at all): fall back openly.
         fitted = fitted.provisional()

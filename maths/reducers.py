@@ -112,6 +112,67 @@ class Reliability:
         )
 
 
+_PREFERENCE_CLASS = {0.0: 0, 1.0: 1, 0.5: 2}
+"""A pairwise judge's score (B's win share) as its class: 0 A, 1 B, 2 tie (pairwise.records)."""
+_CLASS_SCORE = (0.0, 1.0, 0.5)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferenceFit:
+    """How each pairwise judge answers given the truth (A, B or tie), fitted over a run by
+    three-class Dawid–Skene (:func:`juryflow.maths.pairwise.rules.dawid_skene`): what the
+    ``dawid_skene`` score rule weighs a pairwise panel's verdicts by, stored with the rule.
+    """
+
+    confusion: Mapping[str, tuple[tuple[float, ...], ...]]
+    """Per judge id, rows truth A, B, tie: P(the judge says A, B, tie | truth)."""
+    prior: tuple[float, ...]
+    """The share of items whose truth is A, B, tie."""
+
+    def decide(self, judge_ids: Sequence[str], scores: FloatArray, weights: FloatArray) -> float:
+        """One item's most probable class given its judges' verdicts, as a score (0 A,
+        0.5 tie, 1 B); a draw at the top is a tie. A judge weighted 0 or unknown to the
+        fit abstains; with none left the plurality decides.
+
+        >>> sure = ((0.9, 0.05, 0.05), (0.05, 0.9, 0.05), (0.05, 0.05, 0.9))
+        >>> coin = ((1 / 3,) * 3,) * 3
+        >>> fit = PreferenceFit({"sure": sure, "coin": coin, "c2": coin}, (1/3, 1/3, 1/3))
+        >>> fit.decide(["sure", "coin", "c2"], np.array([0.0, 1.0, 1.0]), np.ones(3))
+        0.0
+        """
+        log = np.log(np.clip(np.asarray(self.prior, dtype=np.float64), 1e-9, 1.0))
+        voted = False
+        for judge_id, score, weight in zip(
+            judge_ids, scores.tolist(), weights.tolist(), strict=True
+        ):
+            said = _PREFERENCE_CLASS.get(score)
+            if weight <= 0 or said is None or judge_id not in self.confusion:
+                continue
+            table = np.asarray(self.confusion[judge_id], dtype=np.float64)
+            log = log + np.log(np.clip(table[:, said], 1e-9, 1.0))
+            voted = True
+        if not voted:
+            return _preference(scores, weights, None)
+        at_top = log >= log.max() - 1e-9
+        return 0.5 if int(at_top.sum()) > 1 else _CLASS_SCORE[int(np.argmax(log))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "confusion": {j: [list(row) for row in table] for j, table in self.confusion.items()},
+            "prior": list(self.prior),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PreferenceFit:
+        return cls(
+            confusion={
+                str(j): tuple(tuple(float(p) for p in row) for row in table)
+                for j, table in data["confusion"].items()
+            },
+            prior=tuple(float(p) for p in data["prior"]),
+        )
+
+
 def _clip(p: float) -> float:
     # A judge estimated never wrong would get an infinite weight and outvote everyone.
     return min(max(float(p), 1e-3), 1.0 - 1e-3)
@@ -216,7 +277,7 @@ def reducer_names(family: Family) -> list[str]:
     """The registered names of a family.
 
     >>> reducer_names("score")
-    ['mean', 'median', 'preference', 'trimmed_mean', 'weighted_median']
+    ['dawid_skene', 'mean', 'median', 'preference', 'trimmed_mean', 'weighted_median']
     """
     return sorted(_REGISTRY[family])
 
@@ -275,6 +336,20 @@ def _preference(scores: FloatArray, weights: FloatArray, param: float | None) ->
     votes = np.bincount(inverse, weights=np.where(weights[voting] > 0, weights[voting], 1.0))
     tied = values[votes >= votes.max() - 1e-12]
     return float(tied[0]) if tied.size == 1 else float(np.clip(0.5, tied.min(), tied.max()))
+
+
+@score_reducer("dawid_skene", needs_fit=True)
+def _preference_dawid_skene(scores: FloatArray, weights: FloatArray, param: float | None) -> float:
+    """Pairwise judges: three-class Dawid–Skene over the run, each judge weighed by how it
+    answers given the truth; the plurality until the run's end has fitted it.
+
+    Only for a pairwise panel (its scores are verdicts 0 A, 0.5 tie, 1 B). Applied with its
+    fit through :meth:`PreferenceFit.decide`; without one it is :func:`_preference`.
+
+    >>> _preference_dawid_skene(np.array([0.0, 0.0, 1.0]), np.ones(3), None)
+    0.0
+    """
+    return _preference(scores, weights, param)
 
 
 @score_reducer("mean")
@@ -639,6 +714,8 @@ class ConsensusRule:
     how often a judge marks the right characters is not how often it gets the verdict."""
     verdict_fit: Reliability | None = None
     span_fit: Reliability | None = None
+    score_fit: PreferenceFit | None = None
+    """The ``dawid_skene`` score rule's fit over a pairwise run."""
     name: str | None = None
     stack: StackFit | None = None
     """The ``stacked`` verdict rule's fitted logistic regression."""
@@ -657,7 +734,7 @@ class ConsensusRule:
         data = dict(data or {})
         allowed = (
             "score", "spans", "verdict", "weights", "span_weights", "name", "verdict_fit",
-            "span_fit", "stack",
+            "span_fit", "score_fit", "stack",
         )  # fmt: skip
         unknown = [k for k in data if k not in allowed]
         if unknown:
@@ -674,6 +751,7 @@ class ConsensusRule:
             span_weights=_weights("span_weights", data.get("span_weights")),
             verdict_fit=_fit(data.get("verdict_fit")),
             span_fit=_fit(data.get("span_fit")),
+            score_fit=_preference_fit(data.get("score_fit")),
             name=data.get("name"),
             stack=_stack(data.get("stack")),
         )
@@ -718,6 +796,8 @@ class ConsensusRule:
             data["verdict_fit"] = self.verdict_fit.to_dict()
         if self.span_fit is not None:
             data["span_fit"] = self.span_fit.to_dict()
+        if self.score_fit is not None:
+            data["score_fit"] = self.score_fit.to_dict()
         if self.stack is not None:
             data["stack"] = self.stack.to_dict()
         if self.name:
@@ -753,8 +833,10 @@ class ConsensusRule:
     @property
     def needs_fit(self) -> bool:
         """A rule that weighs judges by a reliability estimated over the whole run."""
-        return (self.verdict.needs_fit and self.verdict_fit is None) or (
-            self.spans.needs_fit and self.span_fit is None
+        return (
+            (self.verdict.needs_fit and self.verdict_fit is None)
+            or (self.spans.needs_fit and self.span_fit is None)
+            or (self.score.needs_fit and self.score_fit is None)
         )
 
     def provisional(self) -> ConsensusRule:
@@ -770,6 +852,8 @@ class ConsensusRule:
             rule = replace(rule, verdict=RuleRef("verdict", "majority"))
         if self.spans.needs_fit and self.span_fit is None:
             rule = replace(rule, spans=RuleRef("spans", "majority"))
+        if self.score.needs_fit and self.score_fit is None:
+            rule = replace(rule, score=RuleRef("score", "preference"))
         return rule
 
     def weight_vector(self, judge_ids: Sequence[str]) -> FloatArray:
@@ -778,6 +862,21 @@ class ConsensusRule:
     def span_weight_vector(self, judge_ids: Sequence[str]) -> FloatArray:
         weights = self.span_weights or self.weights
         return np.asarray([weights.get(j, 1.0) for j in judge_ids], dtype=np.float64)
+
+    def check_kind(self, pairwise: bool) -> None:
+        """The ``dawid_skene`` score rule reads A / tie / B verdicts: a pairwise panel's.
+
+        >>> ConsensusRule.from_dict({"score": "dawid_skene"}).check_kind(pairwise=False)
+        Traceback (most recent call last):
+        ...
+        juryflow.maths.reducers.RuleError: score rule dawid_skene weighs pairwise judges' A / tie / B verdicts; this panel's judges give scores: use score median, or verdict dawid_skene for their verdicts
+        """
+        if self.score.name == "dawid_skene" and not pairwise:
+            raise RuleError(
+                "score rule dawid_skene weighs pairwise judges' A / tie / B verdicts; this "
+                "panel's judges give scores: use score median, or verdict dawid_skene for "
+                "their verdicts"
+            )
 
     def check_judges(self, judge_ids: Sequence[str]) -> None:
         """Weights naming a judge the panel does not have are a typo, not a no-op."""
@@ -818,6 +917,15 @@ def _stack(data: Any) -> StackFit | None:
         ) from None
 
 
+def _preference_fit(data: Any) -> PreferenceFit | None:
+    if data is None or isinstance(data, PreferenceFit):
+        return data
+    try:
+        return PreferenceFit.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RuleError("a stored preference fit is malformed; re-aggregate the run") from None
+
+
 def _fit(data: Any) -> Reliability | None:
     if data is None or isinstance(data, Reliability):
         return data
@@ -834,7 +942,11 @@ DEFAULT_RULE = ConsensusRule()
 # ------------------------------------------------------------------------------ applying
 
 
-def reduce_score(rule: ConsensusRule, scores: FloatArray, weights: FloatArray) -> float:
+def reduce_score(
+    rule: ConsensusRule, scores: FloatArray, weights: FloatArray, judge_ids: Sequence[str] = ()
+) -> float:
+    if rule.score_fit is not None and rule.score.needs_fit and len(judge_ids) == scores.size:
+        return rule.score_fit.decide(judge_ids, scores, weights)
     return float(rule.score.entry.fn(scores, weights, rule.score.param))
 
 

@@ -409,6 +409,78 @@ def test_disagreements_of_a_pairwise_run_say_which_answer_each_judge_preferred(
     assert "rule " in shown.output and "median " not in shown.output
 
 
+def test_dawid_skene_is_a_pairwise_panels_stored_consensus_fitted_over_the_run(
+    readme_run: tuple[Path, str],
+) -> None:
+    """`juryflow reaggregate RUN --consensus score=dawid_skene`: three-class Dawid–Skene
+    fitted over the run's consistent verdicts, stored with the rule, applied per item; the
+    coin-flipping judge comes out near chance and the steady one near the diagonal."""
+    from juryflow.flows.reaggregate import reaggregate
+    from juryflow.maths.reducers import ConsensusRule
+
+    db, run_id = readme_run
+    new = asyncio.run(reaggregate(run_id=run_id, db=str(db), consensus=["score=dawid_skene"]))
+    store = Store(db)
+    record = store.get_run(new["run_id"])
+    assert record is not None and record.consensus is not None
+    rule = ConsensusRule.from_dict(record.consensus)
+    assert rule.score.name == "dawid_skene" and rule.score_fit is not None
+    accuracy = {
+        judge: float(np.trace(np.asarray(table))) / 3
+        for judge, table in rule.score_fit.confusion.items()
+    }
+    assert accuracy["steady"] > accuracy["coin"]
+    with store.read() as con:
+        rows = con.execute(
+            "SELECT c.item_id, c.score, list(j.judge_id ORDER BY j.judge_id), "
+            "list(j.score ORDER BY j.judge_id) FROM consensus c JOIN judgments j "
+            "ON j.run_id = c.run_id AND j.item_id = c.item_id AND j.score IS NOT NULL "
+            "WHERE c.run_id = ? AND c.status = 'ok' GROUP BY c.item_id, c.score",
+            [new["run_id"]],
+        ).fetchall()
+    assert rows
+    for _, score, judges, scores in rows:
+        assert score == rule.score_fit.decide(judges, np.asarray(scores), np.ones(len(judges)))
+
+
+def test_dawid_skene_scores_are_refused_for_a_panel_that_is_not_pairwise(tmp_path: Path) -> None:
+    from juryflow.judges.panel import PanelError
+
+    panel = tmp_path / "panel.yaml"
+    panel.write_text(
+        "judges:\n  - {id: a, provider: offline, detector: numbers}\n"
+        "consensus: {score: dawid_skene}\n"
+    )
+    with pytest.raises(PanelError, match="pairwise judges' A / tie / B verdicts"):
+        load_panel(panel)
+
+
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=1, max_size=6), st.data())
+@settings(deadline=None, max_examples=100)
+def test_the_dawid_skene_score_rule_mirrors_when_a_and_b_swap(
+    verdicts: list[float], data: st.DataObject
+) -> None:
+    from juryflow.maths.reducers import PreferenceFit
+
+    judges = [f"j{k}" for k in range(len(verdicts))]
+    rows = st.lists(st.floats(0.01, 1.0), min_size=3, max_size=3)
+    tables = {j: [data.draw(rows) for _ in range(3)] for j in judges}
+    confusion = {j: tuple(tuple(p / sum(r) for p in r) for r in t) for j, t in tables.items()}
+    prior = data.draw(rows)
+    fit = PreferenceFit(confusion, tuple(p / sum(prior) for p in prior))
+    swap = [1, 0, 2]  # A <-> B, tie stays
+    mirrored = PreferenceFit(
+        {j: tuple(tuple(t[swap[k]][swap[m]] for m in range(3)) for k in range(3))
+         for j, t in confusion.items()},
+        tuple(fit.prior[swap[k]] for k in range(3)),
+    )  # fmt: skip
+    scores = np.asarray(verdicts)
+    weights = np.ones(len(judges))
+    assert mirrored.decide(judges, 1.0 - scores, weights) == 1.0 - fit.decide(
+        judges, scores, weights
+    )
+
+
 def test_the_rubric_slot_takes_an_items_own_rubric_else_the_prompts(tmp_path: Path) -> None:
     """`rubric` is optional: a dataset without the column, or a row with an empty cell, is
     judged by the prompt's default rubric; a row's own rubric replaces it."""
