@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.analysis.position_report import JudgePosition, judge_positions
+from juryflow.analysis.position_report import JudgePosition, judge_positions, load_orders
 from juryflow.analysis.preference_report import PreferenceSummary, preference_summary
 from juryflow.analysis.self_agreement_report import (
     JudgeSelfAgreement,
@@ -722,12 +722,14 @@ def _agreement_report(store: Store, run_id: str | None, gold: GoldSource) -> Agr
             )
         )
 
+    # Both pairwise parts read the judges' two orders: loaded once.
+    orders = load_orders(store, data.info.run_id, len(everything.item_ids))
     return AgreementReport(
         self_agreement=judge_self_agreement(
             store, data, len(everything.item_ids), audit, _kappa_with_others(groups[0])
         ),
-        position=judge_positions(store, data.info.run_id, len(everything.item_ids)),
-        preference=preference_summary(store, data.info.run_id, len(everything.item_ids)),
+        position=judge_positions(store, data.info.run_id, orders),
+        preference=preference_summary(store, data.info.run_id, orders),
         consensus_rule=data.consensus_rule,
         contradictions=data.contradictions,
         unlocalised=data.unlocalised,

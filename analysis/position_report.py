@@ -150,9 +150,8 @@ def load_orders(store: Store, run_id: str, n_items: int) -> Orders | None:
     )
 
 
-def judge_positions(store: Store, run_id: str, n_items: int) -> list[JudgePosition]:
-    """Every pairwise judge of the run (none in other runs)."""
-    orders = load_orders(store, run_id, n_items)
+def judge_positions(store: Store, run_id: str, orders: Orders | None) -> list[JudgePosition]:
+    """Every pairwise judge of the run, from its :func:`load_orders` (none in other runs)."""
     if orders is None:
         return []
     groups = np.asarray(bias_inputs(store, run_id).groups, dtype=object)

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from juryflow.analysis.position_report import Estimate, load_orders
+from juryflow.analysis.position_report import Estimate, Orders
 from juryflow.maths.agreement import error_correlation_report
 from juryflow.maths.pairwise.bradley_terry import comparisons, fit_bradley_terry
 from juryflow.maths.pairwise.head_to_head import (
@@ -101,9 +101,11 @@ def consensus_codes(consensus: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
     return codes
 
 
-def preference_summary(store: Store, run_id: str, n_items: int) -> PreferenceSummary | None:
-    """The run's head-to-head and strengths (None for a run without pairwise judges)."""
-    orders = load_orders(store, run_id, n_items)
+def preference_summary(
+    store: Store, run_id: str, orders: Orders | None
+) -> PreferenceSummary | None:
+    """The run's head-to-head and strengths, from its :func:`load_orders` (None for a run
+    without pairwise judges)."""
     if orders is None:
         return None
     inputs = pairwise_inputs(store, run_id)
