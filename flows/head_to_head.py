@@ -22,7 +22,7 @@ from juryflow.analysis.position_report import load_orders
 from juryflow.analysis.preference_report import PreferenceSummary, preference_summary
 from juryflow.flows.evaluate import evaluate
 from juryflow.judges.panel import load_panel
-from juryflow.planning.head_to_head_pairs import write_head_to_head
+from juryflow.planning.head_to_head_pairs import pairs_file_name, write_head_to_head
 from juryflow.planning.run_request import RunRequest
 from juryflow.storage.store import Store
 
@@ -43,7 +43,7 @@ class HeadToHeadCheck:
 def pairs_path(store: Store, baseline_id: str, candidate_id: str) -> Path:
     """Where the pairs of two runs are written: beside the store (a lake's in the temporary
     folder), one file per comparison."""
-    name = f"{baseline_id}-vs-{candidate_id}.jsonl"
+    name = pairs_file_name(baseline_id, candidate_id)
     if isinstance(store.path, Path):
         return store.path.parent / f"{store.path.stem}.pairs" / name
     return Path(tempfile.gettempdir()) / "juryflow-pairs" / name

@@ -22,6 +22,12 @@ ANSWER_VARIABLES = ("response", "output")
 """The item variable holding the judged answer, tried in this order."""
 
 
+def pairs_file_name(baseline_id: str, candidate_id: str) -> str:
+    """The pairs file of two runs: the head-to-head run's dataset, by which the viewer's
+    comparison of the two finds that run again."""
+    return f"{baseline_id}-vs-{candidate_id}.jsonl"
+
+
 class PairingError(ValueError):
     """The two runs cannot be compared head to head, with a message naming the fix."""
 

@@ -443,6 +443,35 @@ def test_dawid_skene_is_a_pairwise_panels_stored_consensus_fitted_over_the_run(
         assert score == rule.score_fit.decide(judges, np.asarray(scores), np.ones(len(judges)))
 
 
+def test_the_viewers_comparison_of_two_runs_shows_their_head_to_head(
+    readme_run: tuple[Path, str], stub: StubHandle, tmp_path: Path
+) -> None:
+    """The viewer's comparison of runs X and Y shows the pairwise run that judged their
+    pairs file (`juryflow regression --pairwise` writes `X-vs-Y.jsonl`): here the bundled
+    pairs, named as the pairs of the README run against itself."""
+    import httpx
+
+    from juryflow.planning.head_to_head_pairs import pairs_file_name
+    from juryflow.viewer.server import start_in_thread
+    from juryflow.viewer.state import ViewerState
+
+    db, run_id = readme_run
+    pairs = tmp_path / pairs_file_name(run_id, run_id)
+    pairs.write_text(PAIRS.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("JURYFLOW_STUB_KEY", "anything")
+        request = RunRequest(dataset=str(pairs), panel=str(_panel(tmp_path, stub)), db=str(db))
+        judged = asyncio.run(evaluate(request))
+    running = start_in_thread(ViewerState(Store(db), "pairwise-tester"))
+    try:
+        page = httpx.get(f"{running.url.rstrip('/')}/compare?a={run_id}&b={run_id}", timeout=30)
+    finally:
+        running.stop()
+    assert page.status_code == 200, page.text
+    assert 'id="head-to-head-figures"' in page.text and judged["run_id"] in page.text
+    assert "B&#39;s win share" in page.text or "B's win share" in page.text
+
+
 def test_dawid_skene_scores_are_refused_for_a_panel_that_is_not_pairwise(tmp_path: Path) -> None:
     from juryflow.judges.panel import PanelError
 

@@ -61,26 +61,27 @@ STRENGTH_COLUMNS: tuple[Column[ModelStrength], ...] = (
 )
 
 
+def head_to_head_facts(preference: PreferenceSummary) -> list[tuple[str, str]]:
+    """B against A in a pairwise run: the report's, the run page's and the comparison's."""
+    facts = [
+        ("items with a consensus", f"{preference.items} ({preference.without_consensus} without)"),
+        ("B wins", preference.wins.show()),
+        ("ties", preference.ties.show()),
+        ("B loses", preference.losses.show()),
+        ("B's win share", preference.win_share.show()),
+    ]
+    if preference.effective_panel_size is not None:
+        facts.append(("effective panel size", f"{preference.effective_panel_size:.2f}"))
+    return facts
+
+
 def pairwise_tables(
     judges: list[JudgePosition], preference: PreferenceSummary | None
 ) -> dict[str, Table | list[tuple[str, str]] | None]:
     """A pairwise run's tables (all None in other runs)."""
     if not judges:
         return {"positions": None, "head_to_head": None, "strengths": None}
-    facts: list[tuple[str, str]] = []
-    if preference is not None:
-        facts = [
-            (
-                "items with a consensus",
-                f"{preference.items} ({preference.without_consensus} without)",
-            ),
-            ("B wins", preference.wins.show()),
-            ("ties", preference.ties.show()),
-            ("B loses", preference.losses.show()),
-            ("B's win share", preference.win_share.show()),
-        ]
-        if preference.effective_panel_size is not None:
-            facts.append(("effective panel size", f"{preference.effective_panel_size:.2f}"))
+    facts = [] if preference is None else head_to_head_facts(preference)
     strengths = preference.strengths if preference is not None else []
     return {
         "positions": table("positions", POSITION_COLUMNS, judges),

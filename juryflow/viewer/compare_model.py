@@ -6,7 +6,7 @@ without storing anything."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from markupsafe import Markup
@@ -14,8 +14,10 @@ from markupsafe import Markup
 from juryflow.maths.regression_stats import Comparison, Thresholds, gate
 from juryflow.pages.charts import drift_svg
 from juryflow.pages.regression_words import figure, noise_floor_rows
+from juryflow.planning.head_to_head_pairs import pairs_file_name
+from juryflow.report.self_agreement_columns import head_to_head_facts
 from juryflow.storage.comparisons import compare_stored
-from juryflow.storage.reads.view_queries import comparison, list_comparisons
+from juryflow.storage.reads.view_queries import comparison, head_to_head_run, list_comparisons
 from juryflow.storage.store import RunRecord, Store
 from juryflow.viewer.run_model import comparison_href, item_href, run_href, when
 
@@ -54,6 +56,32 @@ class ComparePage:
     threshold: float | None
     stored: list[tuple[str, str]]
     """Stored comparisons of these two runs (id, link), on the page of an unstored one."""
+    head_to_head: HeadToHeadFacts | None = None
+    """The two runs' answers judged side by side (`juryflow regression --pairwise`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeadToHeadFacts:
+    run_id: str
+    """The pairwise run: the baseline's answer as A, the run's as B."""
+    href: str
+    facts: list[tuple[str, str]]
+
+
+def _head_to_head(store: Store, baseline_id: str, run_id: str) -> HeadToHeadFacts | None:
+    """The newest head-to-head of the two runs, as the pairwise run's report shows it."""
+    from juryflow.analysis.position_report import load_orders
+    from juryflow.analysis.preference_report import preference_summary
+
+    found = head_to_head_run(store, pairs_file_name(baseline_id, run_id))
+    if found is None:
+        return None
+    preference = preference_summary(
+        store, found, load_orders(store, found, len(store.item_ids(found)))
+    )
+    if preference is None:
+        return None
+    return HeadToHeadFacts(found, run_href(found), head_to_head_facts(preference))
 
 
 def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
@@ -158,7 +186,9 @@ def load_stored(store: Store, comparison_id: str) -> ComparePage | None:
     record = comparison(store, comparison_id)
     if record is None:
         return None
-    return _page(_run(store, record["baseline_run_id"]), _run(store, record["run_id"]), record, [])
+    baseline, run = _run(store, record["baseline_run_id"]), _run(store, record["run_id"])
+    page = _page(baseline, run, record, [])
+    return replace(page, head_to_head=_head_to_head(store, baseline.run_id, run.run_id))
 
 
 def load_pair(store: Store, baseline_id: str, run_id: str) -> ComparePage:
@@ -170,4 +200,5 @@ def load_pair(store: Store, baseline_id: str, run_id: str) -> ComparePage:
         for row in list_comparisons(store, run_id)
         if row.run_id == run_id and row.baseline_run_id == baseline_id
     ]
-    return _page(baseline, run, _record(result, Thresholds()), stored)
+    page = _page(baseline, run, _record(result, Thresholds()), stored)
+    return replace(page, head_to_head=_head_to_head(store, baseline_id, run_id))

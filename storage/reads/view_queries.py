@@ -84,3 +84,15 @@ def comparison(store: Store, comparison_id: str) -> dict[str, Any] | None:
 
 def _json(raw: Any) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def head_to_head_run(store: Store, pairs_file: str) -> str | None:
+    """The newest completed run that judged the pairs file ``pairs_file`` (a head-to-head
+    regression's pairwise run; its dataset is that file), or None."""
+    with store.read() as con:
+        row = con.execute(
+            "SELECT run_id FROM runs WHERE status = 'completed' AND kind = 'evaluate' "
+            "AND (dataset = ? OR ends_with(dataset, ?)) ORDER BY started_at DESC LIMIT 1",
+            [pairs_file, "/" + pairs_file],
+        ).fetchone()
+    return None if row is None else str(row[0])
