@@ -406,9 +406,10 @@ def _item_heading(item: DisputedItem) -> Text:
 def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
     pairwise = _pairwise(item)
     table = Table(show_lines=True)
-    table.add_column("judge")
-    table.add_column("score", justify="right")
-    table.add_column("verdict")
+    # A narrow terminal wraps only the spans: a judge's name, score and verdict stay whole.
+    table.add_column("judge", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
     table.add_column("spans", overflow="fold")
     for j in item.judges:
         if j.score is None:

@@ -135,7 +135,7 @@ def _print_report(report: CompactionReport) -> None:
     title = ("dry run, nothing changed: " if report.dry_run else "compacted ") + report.store
     table = Table(title=output.plain(title, one_line=True), show_lines=False)
     table.add_column("step", no_wrap=True)
-    table.add_column("result")
+    table.add_column("result", overflow="fold")
     for step, result in _steps(report):
         table.add_row(step, output.plain(result))
     console.print(table)

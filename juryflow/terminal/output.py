@@ -268,14 +268,13 @@ def _early_stop_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def print_run_summary(
-    console: Console, summary: dict[str, Any], judges: RenderableType | None = None
-) -> None:
-    """The run's figures, its warnings and unscored reasons, ``judges`` (the per-judge
-    table) and the commands that look further."""
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The run's figures, one ``name  value`` row each."""
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    # A narrow terminal wraps the values, never a row's name, and folds a long path rather
+    # than cutting it to `…`.
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     cost = summary.get("cost_usd")
     rows = [
         ("run", summary["run_id"]),
@@ -301,7 +300,15 @@ def print_run_summary(
     ]
     for name, value in rows:
         table.add_row(name, plain(value, one_line=True))
-    console.print(table)
+    return table
+
+
+def print_run_summary(
+    console: Console, summary: dict[str, Any], judges: RenderableType | None = None
+) -> None:
+    """The run's figures, its warnings and unscored reasons, ``judges`` (the per-judge
+    table) and the commands that look further."""
+    console.print(summary_table(summary))
     for warning in summary.get("warnings") or ():
         console.print(Text("warning: ", style="yellow") + plain(warning), soft_wrap=True)
     _print_unscored(console, summary.get("unscored_by_judge") or [])

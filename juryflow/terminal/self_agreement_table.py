@@ -70,10 +70,9 @@ def print_self_agreement(console: Console, judges: list[JudgeSelfAgreement]) -> 
             console.print(plain(f"note: {line}", "yellow"))
 
 
-def print_positions(console: Console, judges: list[JudgePosition]) -> None:
-    """Pairwise judges in both orders: flips and the pull of the first position."""
-    if not judges:
-        return
+def positions_table(judges: list[JudgePosition]) -> FitTable:
+    """Per pairwise judge: how often its two orders disagree, its pull to the first answer
+    shown, and its agreement with the other judges and the human label."""
     table = FitTable(
         title=f"Pairwise judges in both orders ({100 * LEVEL:.0f} % intervals, resampling by "
         "source)"
@@ -97,7 +96,14 @@ def print_positions(console: Console, judges: list[JudgePosition]) -> None:
             kappa = "—" if j.human_kappa is None else f"{j.human_kappa:.3f}"
             cells.append(f"{kappa} ({j.human_items} items)")
         table.add_row(*cells)
-    console.print(table)
+    return table
+
+
+def print_positions(console: Console, judges: list[JudgePosition]) -> None:
+    """Pairwise judges in both orders: flips and the pull of the first position."""
+    if not judges:
+        return
+    console.print(positions_table(judges))
     console.print(
         plain(
             "a flip is left out of the consensus as inconsistent; 50 % first-shown picks is "
@@ -108,10 +114,8 @@ def print_positions(console: Console, judges: list[JudgePosition]) -> None:
     )
 
 
-def print_preference(console: Console, summary: PreferenceSummary | None) -> None:
-    """B against A head to head, then the candidate models' strengths."""
-    if summary is None:
-        return
+def preference_table(summary: PreferenceSummary) -> FitTable:
+    """B against A head to head: wins, ties, losses and B's share, each with its interval."""
     table = FitTable(
         title=f"B against A ({summary.items} items with a consensus, "
         f"{summary.without_consensus} without; {100 * LEVEL:.0f} % intervals)"
@@ -121,7 +125,24 @@ def print_preference(console: Console, summary: PreferenceSummary | None) -> Non
     table.add_row(
         summary.wins.show(), summary.ties.show(), summary.losses.show(), summary.win_share.show()
     )
-    console.print(table)
+    return table
+
+
+def strengths_table(summary: PreferenceSummary) -> FitTable:
+    """The candidate models' Bradley–Terry strengths."""
+    strengths = FitTable(title="Candidate models, Bradley–Terry strength (log-odds, centred)")
+    for name, justify in (("model", "left"), ("strength", "right"), ("comparisons", "right")):
+        strengths.add_column(name, justify=justify)
+    for m in summary.strengths:
+        strengths.add_row(plain(m.model), m.strength.show(percent=False), str(m.comparisons))
+    return strengths
+
+
+def print_preference(console: Console, summary: PreferenceSummary | None) -> None:
+    """B against A head to head, then the candidate models' strengths."""
+    if summary is None:
+        return
+    console.print(preference_table(summary))
     if summary.regressed:
         console.print(plain("B is worse than A beyond the noise (win share below 50 %)", "red"))
     if summary.effective_panel_size is not None:
@@ -134,12 +155,7 @@ def print_preference(console: Console, summary: PreferenceSummary | None) -> Non
             soft_wrap=True,
         )
     if summary.strengths:
-        strengths = FitTable(title="Candidate models, Bradley–Terry strength (log-odds, centred)")
-        for name, justify in (("model", "left"), ("strength", "right"), ("comparisons", "right")):
-            strengths.add_column(name, justify=justify)
-        for m in summary.strengths:
-            strengths.add_row(plain(m.model), m.strength.show(percent=False), str(m.comparisons))
-        console.print(strengths)
+        console.print(strengths_table(summary))
         if summary.position is not None and summary.position.value is not None:
             console.print(
                 plain(

@@ -6,7 +6,8 @@ whole columns of ``juryflow runs`` were gone. :class:`FitTable` instead lays its
 their natural width and, when they do not fit side by side, wraps them into several
 tables stacked below each other, each repeating the key columns (the row's name) first;
 like a long line wrapped, not cut. Only a column too wide for the terminal on its own is
-folded, character by character, never cut.
+folded, character by character, never cut; the key columns and the headers stay whole even
+then, and where they cannot, each row is shown as a record (its key, then one line a column).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class FitTable:
         self.key_columns = key_columns
         self.records_beyond = records_beyond
         """More stacked parts than this, and each row is shown as a record instead: its key
-        as a heading, then one ``column  value`` line per other column (None: never)."""
+        as a heading, then one ``column  value`` line per other column (None: only when a part
+        cannot keep its keys and headers whole)."""
         self.settings = settings
         self.columns: list[_Column] = []
         self.section_ends: set[int] = set()
@@ -107,12 +109,28 @@ class FitTable:
             parts.append(current)
         return [[*keys, *part] for part in parts]
 
+    def _keeps_whole(self, columns: Sequence[_Column], width: int) -> bool:
+        """Whether the part fits with its keys and every header whole, only the other
+        cells folded: a key wrapped in its cell no longer reads as the row's name."""
+        keys, rest = columns[: self.key_columns], columns[self.key_columns :]
+        return (
+            self.natural_width(keys) + sum(_COLUMN_EXTRA + _width(c.header) for c in rest) <= width
+        )
+
     def _table(self, columns: Sequence[_Column], width: int) -> Table:
         table = Table(**self.settings)
-        # Only a part wider than the terminal on its own folds its cells (never cuts them).
+        # Only a part wider than the terminal on its own folds its cells (never cuts them),
+        # and of those never its keys nor a header (_keeps_whole made sure they fit).
         folding = self.natural_width(columns) > width
-        for column in columns:
-            table.add_column(column.header, overflow="fold", no_wrap=not folding, **column.settings)
+        for index, column in enumerate(columns):
+            key = index < self.key_columns
+            table.add_column(
+                column.header,
+                overflow="fold",
+                no_wrap=key or not folding,
+                min_width=_width(column.header) if folding and not key else None,
+                **column.settings,
+            )
         for index, row in enumerate(zip(*(c.cells for c in columns), strict=True)):
             table.add_row(*row, end_section=index in self.section_ends)
         return table
@@ -124,7 +142,8 @@ class FitTable:
             title.stylize("table.title")
             yield title
         parts = self.parts(width)
-        if self.records_beyond is not None and len(parts) > self.records_beyond:
+        beyond = self.records_beyond is not None and len(parts) > self.records_beyond
+        if beyond or not all(self._keeps_whole(part, width) for part in parts):
             yield from self._records()
             return
         for columns in parts:
