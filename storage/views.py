@@ -830,3 +830,131 @@ VIEWS += (
 )
 
 AGREEMENT_VIEWS += ("judge_accuracy_annotations", "judge_accuracy_adjudicated")
+
+
+# -- pairwise judges (issue 42) ------------------------------------------------------------
+# A pairwise judge's two orders are its samples 0 (A shown first) and 1 (B shown first),
+# both stored in the original labels as B's share of the win: 0 A, 0.5 tie, 1 B. Its item
+# verdict (judgments.score) is the one both orders give; a flip is unscored 'inconsistent'.
+
+_HUMAN_PREFERENCE = """
+    SELECT run_id, item_id,
+           CASE lower(trim(coalesce(metadata->>'preferred', variables->>'preferred')))
+               WHEN 'a' THEN 0.0 WHEN 'b' THEN 1.0 WHEN 'tie' THEN 0.5 END AS v
+    FROM items
+"""
+
+_JUDGE_POSITION_FLIPS = """
+    CREATE OR REPLACE VIEW judge_position_flips AS
+    WITH orders AS (
+        SELECT run_id, item_id, judge_id,
+               max(score) FILTER (WHERE sample_index = 0) AS first_order,
+               max(score) FILTER (WHERE sample_index = 1) AS second_order
+        FROM judgment_samples
+        WHERE output_kind = 'preference'
+        GROUP BY run_id, item_id, judge_id
+    ),
+    counts AS (
+        SELECT run_id, judge_id,
+               count(*) FILTER (WHERE first_order IS NOT NULL AND second_order IS NOT NULL)
+                   AS n_pairs,
+               count(*) FILTER (WHERE first_order <> second_order) AS n_flips,
+               -- the answer shown first: A in the first order, B (stored 1) in the second
+               count(*) FILTER (WHERE first_order = 0) + count(*) FILTER (WHERE second_order = 1)
+                   AS first_shown_picks,
+               count(*) FILTER (WHERE first_order IN (0, 1))
+                   + count(*) FILTER (WHERE second_order IN (0, 1)) AS n_decided
+        FROM orders GROUP BY run_id, judge_id
+    )
+    SELECT run_id, judge_id, n_pairs, n_flips,
+           CASE WHEN n_pairs > 0 THEN n_flips::DOUBLE / n_pairs END AS flip_rate,
+           first_shown_picks, n_decided,
+           CASE WHEN n_decided > 0 THEN first_shown_picks::DOUBLE / n_decided END
+               AS first_shown_share
+    FROM counts
+"""
+
+_PAIRWISE_AGREEMENT = f"""
+    CREATE OR REPLACE VIEW pairwise_agreement AS
+    WITH verdicts AS (
+        SELECT run_id, item_id, judge_id, score AS v
+        FROM judgments WHERE output_kind = 'preference' AND score IS NOT NULL
+    ),
+    human AS ({_HUMAN_PREFERENCE}),
+    pairs AS (
+        SELECT a.run_id, a.judge_id, b.judge_id AS other, 'judge' AS other_kind,
+               a.v AS x, b.v AS y
+        FROM verdicts a JOIN verdicts b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
+        UNION ALL
+        SELECT a.run_id, a.judge_id, 'human' AS other, 'human' AS other_kind, a.v, h.v
+        FROM verdicts a JOIN human h USING (run_id, item_id)
+        WHERE h.v IS NOT NULL
+    ),
+    counts AS (
+        SELECT run_id, judge_id, other, other_kind, count(*) AS n,
+               count(*) FILTER (WHERE x = y) AS agree,
+               -- chance agreement x n², exact in integers (three classes: A, B, tie)
+               count(*) FILTER (WHERE x = 0) * count(*) FILTER (WHERE y = 0)
+                   + count(*) FILTER (WHERE x = 1) * count(*) FILTER (WHERE y = 1)
+                   + count(*) FILTER (WHERE x = 0.5) * count(*) FILTER (WHERE y = 0.5)
+                   AS chance
+        FROM pairs GROUP BY run_id, judge_id, other, other_kind
+    )
+    SELECT run_id, judge_id, other, other_kind, n AS n_items,
+           agree::DOUBLE / n AS agreement,
+           CASE WHEN chance <> n * n THEN (agree * n - chance)::DOUBLE / (n * n - chance) END
+               AS cohen_kappa
+    FROM counts
+"""
+
+_PAIRWISE_PANEL_SIZE = f"""
+    CREATE OR REPLACE VIEW pairwise_panel_size AS
+    WITH human AS ({_HUMAN_PREFERENCE}),
+    errors AS (
+        SELECT j.run_id, j.item_id, j.judge_id, (j.score <> h.v)::DOUBLE AS e
+        FROM judgments j JOIN human h USING (run_id, item_id)
+        WHERE j.output_kind = 'preference' AND j.score IS NOT NULL AND h.v IS NOT NULL
+    ),
+    active AS (
+        SELECT run_id, count(DISTINCT judge_id) AS n_active FROM errors GROUP BY run_id
+    ),
+    kept AS (  -- the items where every judge with an error on some item has one
+        SELECT e.run_id, e.item_id
+        FROM errors e JOIN active a USING (run_id)
+        GROUP BY e.run_id, e.item_id, a.n_active HAVING count(*) = a.n_active
+    ),
+    used AS (SELECT e.* FROM errors e JOIN kept USING (run_id, item_id)),
+    varying AS (  -- a judge always right or always wrong there has no error correlation
+        SELECT run_id, judge_id FROM used GROUP BY run_id, judge_id HAVING min(e) < max(e)
+    ),
+    pairs AS (
+        SELECT a.run_id, a.judge_id AS judge_a, b.judge_id AS judge_b,
+               greatest(-1.0, least(1.0, corr(a.e, b.e))) AS r
+        FROM used a
+        JOIN used b
+          ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.judge_id < b.judge_id
+        JOIN varying va ON va.run_id = a.run_id AND va.judge_id = a.judge_id
+        JOIN varying vb ON vb.run_id = b.run_id AND vb.judge_id = b.judge_id
+        GROUP BY a.run_id, a.judge_id, b.judge_id
+    ),
+    judged AS (
+        SELECT run_id, count(DISTINCT judge_id) AS n, avg(r) AS mean_r
+        FROM (SELECT run_id, judge_a AS judge_id, r FROM pairs WHERE r IS NOT NULL
+              UNION ALL
+              SELECT run_id, judge_b, r FROM pairs WHERE r IS NOT NULL)
+        GROUP BY run_id
+    )
+    -- Kish's design effect, as juryflow.maths.agreement.effective_panel_size: the mean
+    -- error correlation clipped to [0, 1]; fewer than two judges with one: no row.
+    SELECT k.run_id, a.n_active AS n_judges, k.n AS n_correlated_judges,
+           (SELECT count(*) FROM kept WHERE kept.run_id = k.run_id) AS n_items,
+           k.mean_r AS mean_error_correlation,
+           k.n / (1 + (k.n - 1) * greatest(0.0, least(1.0, k.mean_r))) AS effective_panel_size
+    FROM judged k JOIN active a USING (run_id)
+    WHERE k.n >= 2
+"""
+
+VIEWS += (_JUDGE_POSITION_FLIPS, _PAIRWISE_AGREEMENT, _PAIRWISE_PANEL_SIZE)
+
+AGREEMENT_VIEWS += ("judge_position_flips", "pairwise_agreement", "pairwise_panel_size")

@@ -472,6 +472,96 @@ def test_the_viewers_comparison_of_two_runs_shows_their_head_to_head(
     assert "B&#39;s win share" in page.text or "B's win share" in page.text
 
 
+def test_the_pairwise_sql_views_give_the_agreement_reports_figures(
+    readme_run: tuple[Path, str],
+) -> None:
+    """judge_position_flips, pairwise_agreement and pairwise_panel_size (`juryflow sql`)
+    against the numpy figures `juryflow agreement` shows for the same run."""
+    from juryflow.analysis.agreement_report import agreement_report
+
+    db, run_id = readme_run
+    store = Store(db)
+    report = agreement_report(store, run_id)
+    with store.read() as con:
+        flips = {
+            row[0]: row[1:]
+            for row in con.execute(
+                "SELECT judge_id, n_pairs, n_flips, flip_rate, first_shown_picks, n_decided "
+                "FROM judge_position_flips WHERE run_id = ?",
+                [run_id],
+            ).fetchall()
+        }
+        pairs = con.execute(
+            "SELECT judge_id, other, other_kind, n_items, cohen_kappa FROM pairwise_agreement "
+            "WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+        size = con.execute(
+            "SELECT effective_panel_size FROM pairwise_panel_size WHERE run_id = ?", [run_id]
+        ).fetchall()
+    for position in report.position:
+        n_pairs, n_flips, rate, picks, decided = flips[position.judge_id]
+        assert (n_flips, n_pairs) == (position.flip_rate.count, position.flip_rate.of)
+        assert rate == pytest.approx(position.flip_rate.value)
+        assert (picks, decided) == (position.first_shown.count, position.first_shown.of)
+        human = [p for p in pairs if p[0] == position.judge_id and p[2] == "human"]
+        assert human[0][3] == position.human_items
+        assert human[0][4] == pytest.approx(position.human_kappa)
+        with_judges = [
+            p[4] for p in pairs
+            if p[2] == "judge" and position.judge_id in (p[0], p[1]) and p[4] is not None
+        ]  # fmt: skip
+        assert np.mean(with_judges) == pytest.approx(position.kappa_with_judges)
+    # Too few items where every judge is consistent and a human labelled: n/a in both.
+    assert report.preference is not None and report.preference.effective_panel_size is None
+    assert size == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_pairwise_panel_size_view_is_the_numpy_effective_panel_size(
+    seed: int, tmp_path: Path
+) -> None:
+    """Four pairwise judges, two of them copying each other's errors, some verdicts
+    inconsistent (unscored) and some items unlabelled: the view's effective panel size is
+    :func:`juryflow.maths.agreement.error_correlation_report`'s."""
+    from juryflow.maths.agreement import error_correlation_report
+    from juryflow.maths.records import unscored
+    from tests.test_views import build_store
+
+    rng = np.random.default_rng(seed)
+    n_items, judges = 40, ["p", "q", "r", "s"]
+    truth = rng.choice([0.0, 0.5, 1.0], size=n_items)
+    said = np.where(
+        rng.random((4, n_items)) < 0.7, truth, rng.choice([0.0, 0.5, 1.0], (4, n_items))
+    )
+    said[1] = np.where(rng.random(n_items) < 0.8, said[0], said[1])  # q copies p mostly
+    missing = rng.random((4, n_items)) < 0.1
+    judgments = [
+        unscored(f"i{i}", judge, "preference", "inconsistent: A then B")
+        if missing[j, i]
+        else Judgment(f"i{i}", judge, "preference", float(said[j, i]))
+        for i in range(n_items)
+        for j, judge in enumerate(judges)
+    ]
+    store = build_store(tmp_path / "pairs.duckdb", judges, judgments)
+    labels = {f"i{i}": ("A", "B", "tie")[[0.0, 1.0, 0.5].index(truth[i])] for i in range(n_items)}
+    labelled = [i for i in range(n_items) if i % 7 != 3]
+    with store.write() as con:
+        for i in labelled:
+            con.execute(
+                "UPDATE items SET metadata = ? WHERE item_id = ?",
+                [json.dumps({"preferred": labels[f"i{i}"]}), f"i{i}"],
+            )
+    wrong = np.full((4, n_items), np.nan)
+    for i in labelled:
+        known = ~missing[:, i]
+        wrong[known, i] = (said[known, i] != truth[i]).astype(np.float64)
+    expected = error_correlation_report(wrong, np.zeros(n_items)).effective_size
+    with store.read() as con:
+        found = con.execute("SELECT effective_panel_size FROM pairwise_panel_size").fetchall()
+    assert np.isfinite(expected) and found == [(pytest.approx(expected),)]
+
+
 def test_dawid_skene_scores_are_refused_for_a_panel_that_is_not_pairwise(tmp_path: Path) -> None:
     from juryflow.judges.panel import PanelError
 
