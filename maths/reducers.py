@@ -866,10 +866,11 @@ class ConsensusRule:
     def check_kind(self, pairwise: bool) -> None:
         """The ``dawid_skene`` score rule reads A / tie / B verdicts: a pairwise panel's.
 
-        >>> ConsensusRule.from_dict({"score": "dawid_skene"}).check_kind(pairwise=False)
+        >>> rule = ConsensusRule.from_dict({"score": "dawid_skene"})
+        >>> rule.check_kind(pairwise=False)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        juryflow.maths.reducers.RuleError: score rule dawid_skene weighs pairwise judges' A / tie / B verdicts; this panel's judges give scores: use score median, or verdict dawid_skene for their verdicts
+        juryflow.maths.reducers.RuleError: score rule dawid_skene weighs pairwise judges' ...
         """
         if self.score.name == "dawid_skene" and not pairwise:
             raise RuleError(
