@@ -373,10 +373,18 @@ class PanelSpec(BaseModel):
         from juryflow.maths.reducers import (
             ConsensusRule,  # the panel schema stays importable alone
         )
+        from juryflow.prompts.loader import PromptError
 
         rule = ConsensusRule.from_dict(self.consensus)
         rule.check_judges([j.id for j in self.judges])
-        rule.check_kind(pairwise=self.pairwise)
+        if rule.score.name == "dawid_skene":
+            # Only then: knowing the judges' kind loads their prompts, which a panel is
+            # checked without (an unknown prompt is named by the prompt check, with its fix).
+            try:
+                pairwise = self.pairwise
+            except PromptError:
+                return self
+            rule.check_kind(pairwise=pairwise)
         return self
 
     @model_validator(mode="after")
