@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from juryflow.maths.consensus import coverage
 from juryflow.maths.records import Judgment
-from juryflow.maths.reducers import _PREFERENCE_CLASS, ConsensusRule, PreferenceFit, Reliability
+from juryflow.maths.reducers import PREFERENCE_CLASS, ConsensusRule, PreferenceFit, Reliability
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -114,7 +114,7 @@ def preference_fit(
     codes = np.full((len(judge_ids), len(judgments_by_item)), MISSING, dtype=np.int8)
     for i, judgments in enumerate(judgments_by_item.values()):
         for judgment in judgments:
-            said = None if judgment.score is None else _PREFERENCE_CLASS.get(judgment.score)
+            said = None if judgment.score is None else PREFERENCE_CLASS.get(judgment.score)
             if said is not None and judgment.judge_id in row:
                 codes[row[judgment.judge_id], i] = said
     if not (codes != MISSING).any():

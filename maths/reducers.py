@@ -112,7 +112,7 @@ class Reliability:
         )
 
 
-_PREFERENCE_CLASS = {0.0: 0, 1.0: 1, 0.5: 2}
+PREFERENCE_CLASS = {0.0: 0, 1.0: 1, 0.5: 2}
 """A pairwise judge's score (B's win share) as its class: 0 A, 1 B, 2 tie (pairwise.records)."""
 _CLASS_SCORE = (0.0, 1.0, 0.5)
 
@@ -145,7 +145,7 @@ class PreferenceFit:
         for judge_id, score, weight in zip(
             judge_ids, scores.tolist(), weights.tolist(), strict=True
         ):
-            said = _PREFERENCE_CLASS.get(score)
+            said = PREFERENCE_CLASS.get(score)
             if weight <= 0 or said is None or judge_id not in self.confusion:
                 continue
             table = np.asarray(self.confusion[judge_id], dtype=np.float64)
