@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -749,11 +749,13 @@ class ConsensusRule:
             verdict=RuleRef.parse("verdict", data.get("verdict") or DEFAULT_VERDICT),
             weights=_weights("weights", data.get("weights")),
             span_weights=_weights("span_weights", data.get("span_weights")),
-            verdict_fit=_fit(data.get("verdict_fit")),
-            span_fit=_fit(data.get("span_fit")),
-            score_fit=_preference_fit(data.get("score_fit")),
+            verdict_fit=_stored(Reliability, data.get("verdict_fit"), "reliability", _REFIT),
+            span_fit=_stored(Reliability, data.get("span_fit"), "reliability", _REFIT),
+            score_fit=_stored(PreferenceFit, data.get("score_fit"), "preference", _REFIT),
             name=data.get("name"),
-            stack=_stack(data.get("stack")),
+            stack=_stored(
+                StackFit, data.get("stack"), "stacking", "calibrate again (`juryflow calibrate`)"
+            ),
         )
 
     @classmethod
@@ -907,33 +909,19 @@ def _weights(key: str, weights: Any) -> dict[str, float]:
     return checked
 
 
-def _stack(data: Any) -> StackFit | None:
-    if data is None or isinstance(data, StackFit):
+_Fit = TypeVar("_Fit", Reliability, PreferenceFit, StackFit)
+_REFIT = "re-aggregate the run"
+
+
+def _stored(kind: type[_Fit], data: Any, what: str, fix: str) -> _Fit | None:
+    """A fit stored with a rule (``runs.consensus``) as its record; a malformed one is a
+    RuleError saying ``fix``."""
+    if data is None or isinstance(data, kind):
         return data
     try:
-        return StackFit.from_dict(data)
+        return kind.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise RuleError(
-            "a stored stacking fit is malformed; calibrate again (`juryflow calibrate`)"
-        ) from None
-
-
-def _preference_fit(data: Any) -> PreferenceFit | None:
-    if data is None or isinstance(data, PreferenceFit):
-        return data
-    try:
-        return PreferenceFit.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise RuleError("a stored preference fit is malformed; re-aggregate the run") from None
-
-
-def _fit(data: Any) -> Reliability | None:
-    if data is None or isinstance(data, Reliability):
-        return data
-    try:
-        return Reliability.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise RuleError("a stored reliability fit is malformed; re-aggregate the run") from None
+        raise RuleError(f"a stored {what} fit is malformed; {fix}") from None
 
 
 DEFAULT_RULE = ConsensusRule()
