@@ -101,6 +101,15 @@ def consensus_codes(consensus: npt.NDArray[np.float64]) -> npt.NDArray[np.int8]:
     return codes
 
 
+def run_preference_summary(store: Store, run_id: str) -> PreferenceSummary | None:
+    """:func:`preference_summary` of a run read on its own (no report loaded its orders)."""
+    from juryflow.analysis.position_report import load_orders
+
+    return preference_summary(
+        store, run_id, load_orders(store, run_id, len(store.item_ids(run_id)))
+    )
+
+
 def preference_summary(
     store: Store, run_id: str, orders: Orders | None
 ) -> PreferenceSummary | None:

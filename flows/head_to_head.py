@@ -18,8 +18,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
-from juryflow.analysis.position_report import load_orders
-from juryflow.analysis.preference_report import PreferenceSummary, preference_summary
+from juryflow.analysis.preference_report import PreferenceSummary, run_preference_summary
 from juryflow.flows.evaluate import evaluate
 from juryflow.judges.panel import load_panel
 from juryflow.planning.head_to_head_pairs import pairs_file_name, write_head_to_head
@@ -71,9 +70,7 @@ async def _judge_pairs(
     summary: dict[str, Any] = await evaluate(pairs)
     run_id = str(summary["run_id"])
     # The run's own items (rows it refused are not among them) size the arrays.
-    found = preference_summary(
-        store, run_id, load_orders(store, run_id, len(store.item_ids(run_id)))
-    )
+    found = run_preference_summary(store, run_id)
     assert found is not None  # every judge is pairwise (checked above)
     return run_id, found
 

@@ -430,7 +430,6 @@ def _item_table(item: DisputedItem, source: GoldSource = "dataset") -> Table:
     consensus_spans: list[SpanOut] | None = item.consensus_spans
     if item.consensus_status != "ok":
         consensus_spans = None
-    if item.consensus_status != "ok":
         consensus_verdict = plain(item.consensus_status or "none", "yellow")
     elif pairwise:
         consensus_verdict = _preference(item.consensus_rule_score)

@@ -6,7 +6,7 @@ without storing anything."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
@@ -70,15 +70,12 @@ class HeadToHeadFacts:
 
 def _head_to_head(store: Store, baseline_id: str, run_id: str) -> HeadToHeadFacts | None:
     """The newest head-to-head of the two runs, as the pairwise run's report shows it."""
-    from juryflow.analysis.position_report import load_orders
-    from juryflow.analysis.preference_report import preference_summary
+    from juryflow.analysis.preference_report import run_preference_summary
 
     found = head_to_head_run(store, pairs_file_name(baseline_id, run_id))
     if found is None:
         return None
-    preference = preference_summary(
-        store, found, load_orders(store, found, len(store.item_ids(found)))
-    )
+    preference = run_preference_summary(store, found)
     if preference is None:
         return None
     return HeadToHeadFacts(found, run_href(found), head_to_head_facts(preference))
@@ -133,7 +130,11 @@ def _record(c: Comparison, thresholds: Thresholds) -> dict[str, Any]:
 
 
 def _page(
-    baseline: RunRecord, run: RunRecord, record: dict[str, Any], stored: list[tuple[str, str]]
+    store: Store,
+    baseline: RunRecord,
+    run: RunRecord,
+    record: dict[str, Any],
+    stored: list[tuple[str, str]],
 ) -> ComparePage:
     threshold = (record.get("thresholds") or {}).get("max_judge_drift")
     flipped = record.get("flipped_items") or {}
@@ -167,6 +168,7 @@ def _page(
         drift_chart=drift_svg([(j["judge_id"], j["drift"]) for j in record["judges"]], threshold),
         threshold=threshold,
         stored=stored,
+        head_to_head=_head_to_head(store, baseline.run_id, run.run_id),
     )
 
 
@@ -187,8 +189,7 @@ def load_stored(store: Store, comparison_id: str) -> ComparePage | None:
     if record is None:
         return None
     baseline, run = _run(store, record["baseline_run_id"]), _run(store, record["run_id"])
-    page = _page(baseline, run, record, [])
-    return replace(page, head_to_head=_head_to_head(store, baseline.run_id, run.run_id))
+    return _page(store, baseline, run, record, [])
 
 
 def load_pair(store: Store, baseline_id: str, run_id: str) -> ComparePage:
@@ -200,5 +201,4 @@ def load_pair(store: Store, baseline_id: str, run_id: str) -> ComparePage:
         for row in list_comparisons(store, run_id)
         if row.run_id == run_id and row.baseline_run_id == baseline_id
     ]
-    page = _page(baseline, run, _record(result, Thresholds()), stored)
-    return replace(page, head_to_head=_head_to_head(store, baseline_id, run_id))
+    return _page(store, baseline, run, _record(result, Thresholds()), stored)
