@@ -22,14 +22,19 @@ from collections.abc import Iterable
 from prefect import get_run_logger
 
 from juryflow.judges.batches.base import BatchClient, BatchUnsupported, OnCreated
-from juryflow.judges.batches.records import BatchIntent, BatchRequest, SubmittedBatch
+from juryflow.judges.batches.records import (
+    BatchIntent,
+    BatchRequest,
+    RequestKey,
+    SubmittedBatch,
+)
 from juryflow.judges.panel import JudgeSpec
 from juryflow.judges.providers.base import ProviderError
 from juryflow.judges.retry import RetriesExhausted, call_with_retries
 from juryflow.storage.journal import Journal, OpenSends
 
-Pair = tuple[str, str]
-"""(item id, judge id)"""
+Request = tuple[str, str, int]
+"""(item id, judge id, sample index)"""
 
 
 class CannotLook(Exception):
@@ -42,8 +47,8 @@ class LostBatches:
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.intents: dict[Pair, BatchIntent] = {}
-        """Pairs of journaled intents no batch line settled: looked for before they are
+        self.intents: dict[Request, BatchIntent] = {}
+        """Requests of journaled intents no batch line settled: looked for before they are
         sent again."""
         self.known: set[str] = set()
         """Every batch the journal names: none is taken for an intent's batch."""
@@ -54,24 +59,24 @@ class LostBatches:
         self.known |= sends.batch_ids
         for intent, entries in sends.intents:
             for entry in entries:
-                self.intents[(entry.item_id, entry.judge_id)] = intent
+                self.intents[(entry.item_id, entry.judge_id, entry.sample)] = intent
 
     async def adopt(
-        self, client: BatchClient, spec: JudgeSpec, item_ids: Iterable[str]
-    ) -> dict[Pair, SubmittedBatch]:
-        """The batches of the open intents holding ``spec``'s requests for ``item_ids``,
-        found at the provider and journaled: each open pair of theirs, with its batch.
-        Intents not found were never made: their pairs are sent anew. Raises
+        self, client: BatchClient, spec: JudgeSpec, keys: Iterable[RequestKey]
+    ) -> dict[Request, SubmittedBatch]:
+        """The batches of the open intents holding ``spec``'s requests ``keys``, found at
+        the provider and journaled: each open request of theirs, with its batch. Intents
+        not found were never made: their requests are sent anew. Raises
         :class:`CannotLook` when the provider cannot be asked."""
         intents: dict[str, BatchIntent] = {}
-        for item_id in item_ids:
-            intent = self.intents.get((item_id, spec.id))
+        for item_id, sample in keys:
+            intent = self.intents.get((item_id, spec.id, sample))
             if intent is not None:
                 intents[intent.marker] = intent
         if not intents:
             return {}
         found = await self._find(client, spec, list(intents.values()))
-        adopted: dict[Pair, SubmittedBatch] = {}
+        adopted: dict[Request, SubmittedBatch] = {}
         for marker, intent in intents.items():
             batch = intent.created(found[marker]) if marker in found else None
             if batch is not None:
@@ -84,11 +89,11 @@ class LostBatches:
                     batch.batch_id,
                 )
             for entry in intent.entries:
-                pair = (entry.item_id, entry.judge_id)
-                if self.intents.get(pair) is intent:
-                    del self.intents[pair]
+                request = (entry.item_id, entry.judge_id, entry.sample)
+                if self.intents.get(request) is intent:
+                    del self.intents[request]
                     if batch is not None:
-                        adopted[pair] = batch
+                        adopted[request] = batch
         return adopted
 
     async def _find(

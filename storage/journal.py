@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from juryflow.judges.batches.records import BatchEntry, BatchIntent, SubmittedBatch
+from juryflow.judges.batches.resend import resendable
 from juryflow.judges.redact import redact_text
 from juryflow.maths.records import Judgment, Span, Usage
 from juryflow.storage.connection import StoreError
@@ -194,6 +195,20 @@ class Journal:
                     continue
         return list(judgments.values())
 
+    def samples_waiting(
+        self, done: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[int, Judgment]]:
+        """The scored samples of the journaled judgments a batch left waiting for another
+        sample (unscored, for ``--resume`` to send it), by (item, judge) and sample index;
+        none of the ``done`` pairs."""
+        return {
+            (judgment.item_id, judgment.judge_id): {
+                index: sample for index, sample in enumerate(judgment.samples) if sample.scored
+            }
+            for judgment in self.replay(keep=lambda i, j: (i, j) not in done)
+            if resendable(judgment) and judgment.samples
+        }
+
     def open_batches(self, keep: Callable[[str, str], bool] | None = None) -> list[SubmittedBatch]:
         """The journaled batches, each with only its requests that no later line answered
         (and ``keep(item_id, judge_id)`` accepts); batches left with none are dropped."""
@@ -207,7 +222,9 @@ class Journal:
         if not self.path.exists():
             return OpenSends([], [], set())
         sends: list[SubmittedBatch | BatchIntent] = []
-        latest: dict[tuple[str, str], int] = {}  # the line a pair was last sent (or meant) in
+        # The line each (item, judge) pair's samples were last sent (or meant) in; the pair's
+        # judgment line settles them all (a sampled judge journals only its reduction).
+        latest: dict[tuple[str, str], dict[int, int]] = {}
         with self.path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:
@@ -222,7 +239,8 @@ class Journal:
                         latest.pop((str(data["item_id"]), str(data["judge_id"])), None)
                         continue
                     for entry in send.entries:
-                        latest[(entry.item_id, entry.judge_id)] = len(sends)
+                        pair = (entry.item_id, entry.judge_id)
+                        latest.setdefault(pair, {})[entry.sample] = len(sends)
                     sends.append(send)
                 except (ValueError, TypeError, KeyError):
                     continue  # a line cut short by the kill
@@ -233,7 +251,7 @@ class Journal:
             entries = tuple(
                 e
                 for e in send.entries
-                if latest.get((e.item_id, e.judge_id)) == index
+                if latest.get((e.item_id, e.judge_id), {}).get(e.sample) == index
                 and (keep is None or keep(e.item_id, e.judge_id))
             )
             if not entries:

@@ -92,6 +92,29 @@ def test_a_submitted_batch_survives_its_journal() -> None:
         SubmittedBatch.from_json('{"provider": "openai"}')
 
 
+@PROPERTY
+@given(ANY_TEXT, ANY_TEXT, st.integers(1, 64))
+def test_each_sample_has_its_own_custom_id_and_sample_0_the_pairs(
+    item_id: str, judge_id: str, sample: int
+) -> None:
+    ids = {custom_id(item_id, judge_id, k) for k in range(sample + 1)}
+    assert len(ids) == sample + 1 and all(ANTHROPIC_CUSTOM_ID.match(made) for made in ids)
+    assert custom_id(item_id, judge_id, 0) == custom_id(item_id, judge_id)
+
+
+def test_a_samples_entry_survives_its_journal_and_an_older_journal_reads_as_sample_0() -> None:
+    entries = (
+        BatchEntry(custom_id("i", "j"), "i", "j", True),
+        BatchEntry(custom_id("i", "j", 1), "i", "j", True, 1),
+    )
+    batch = SubmittedBatch("openai", "batch_1", entries)
+    assert SubmittedBatch.from_json(batch.to_json()) == batch
+    assert [entry.key for entry in entries] == [("i", 0), ("i", 1)]
+    # Written before samples went into batches: four fields, read as sample 0.
+    older = '{"provider":"openai","batch_id":"b","entries":[["jf_x","i","j",false]]}'
+    assert SubmittedBatch.from_json(older).entries == (BatchEntry("jf_x", "i", "j", False),)
+
+
 def test_a_result_is_a_response_or_a_failure_never_both_nor_neither() -> None:
     entry = BatchEntry("jf_1", "item", "judge", True)
     assert BatchResult(entry, failure=BatchFailure("expired", "expired")).item_id == "item"

@@ -155,3 +155,23 @@ def test_the_journal_keeps_an_intent_open_until_a_batch_or_answers_settle_its_re
     assert sends.intents == [(first, entries[2:])]
     assert [(b.batch_id, b.entries) for b in sends.batches] == [("batch_2", entries[:1])]
     assert journal.open_sends(keep=lambda item, judge: item != "item-2").intents == []
+
+
+def test_a_sampled_judges_judgment_settles_every_sample_its_batches_held(tmp_path: Path) -> None:
+    """A sampled judge journals only its reduction: that line settles all its samples (a
+    run stopped before the last sample was read leaves them all open, to be read again)."""
+    journal = Journal(tmp_path / "run.jsonl")
+    entries = tuple(
+        BatchRequest(item, "judge", request("m", item, "judge").request, sample).entry()
+        for item in ("item-0", "item-1")
+        for sample in (0, 1)
+    )
+    journal.append_batch(SubmittedBatch("openai", "batch_1", entries[:3]))
+    journal.append_batch(SubmittedBatch("openai", "batch_2", entries[3:]))
+    journal.append(unscored("item-0", "judge", "score", "both samples read"))
+    sends = journal.open_sends()
+    assert [(b.batch_id, b.entries) for b in sends.batches] == [
+        ("batch_1", entries[2:3]),
+        ("batch_2", entries[3:]),
+    ]
+    assert len({entry.custom_id for entry in entries}) == 4

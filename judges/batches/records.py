@@ -48,20 +48,28 @@ ANTHROPIC_LIMITS = BatchLimits(max_requests=100_000, max_bytes=256_000_000)
 """Anthropic Message Batches: 100,000 requests or 256 MB per batch, whichever comes first."""
 
 
+RequestKey = tuple[str, int]
+"""(item id, sample index) of one judge's request: sample 0 for a judge asked once; a
+sampled judge's (``samples: N``, a pairwise judge's two orders) 0..N-1."""
+
+
 @dataclass(frozen=True, slots=True)
 class BatchRequest:
-    """One judge's call for one item, to be sent inside a batch."""
+    """One judge's call for one item (one sample of it), to be sent inside a batch."""
 
     item_id: str
     judge_id: str
     request: ModelRequest
+    sample: int = 0
 
     @property
     def custom_id(self) -> str:
-        return custom_id(self.item_id, self.judge_id)
+        return custom_id(self.item_id, self.judge_id, self.sample)
 
     def entry(self) -> BatchEntry:
-        return BatchEntry(self.custom_id, self.item_id, self.judge_id, self.request.structured)
+        return BatchEntry(
+            self.custom_id, self.item_id, self.judge_id, self.request.structured, self.sample
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,11 @@ class BatchEntry:
     item_id: str
     judge_id: str
     structured: bool
+    sample: int = 0
+
+    @property
+    def key(self) -> RequestKey:
+        return (self.item_id, self.sample)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +176,15 @@ def new_marker() -> str:
 
 
 def _entries_data(entries: tuple[BatchEntry, ...]) -> list[list[Any]]:
-    return [list(asdict(entry).values()) for entry in entries]
+    # A sample 0 is written as before samples went into batches: older journals read alike.
+    return [list(asdict(entry).values())[: 5 if entry.sample else 4] for entry in entries]
 
 
 def _entries_of(data: Any) -> tuple[BatchEntry, ...]:
-    return tuple(BatchEntry(str(c), str(i), str(j), bool(s)) for c, i, j, s in data)
+    return tuple(
+        BatchEntry(str(c), str(i), str(j), bool(s), int(rest[0]) if rest else 0)
+        for c, i, j, s, *rest in data
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,3 +245,7 @@ class BatchResult:
     @property
     def judge_id(self) -> str:
         return self.entry.judge_id
+
+    @property
+    def key(self) -> RequestKey:
+        return self.entry.key
