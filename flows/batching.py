@@ -26,7 +26,6 @@ real time instead, with one warning naming the fix (``batch: false`` for that ju
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,14 +34,20 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from prefect import get_run_logger
 
-from juryflow.flows.lost_batches import CannotLook, LostBatches
+from juryflow.flows.lost_batches import CannotLook, LostBatches, Request
 from juryflow.flows.runtime import progress
 from juryflow.flows.tasks import JudgedChunk, judge_for
 from juryflow.judges.batches.base import BatchClient, BatchUnsupported
-from juryflow.judges.batches.records import BatchFailure, BatchRequest, SubmittedBatch
+from juryflow.judges.batches.records import (
+    BatchFailure,
+    BatchRequest,
+    RequestKey,
+    SubmittedBatch,
+)
 from juryflow.judges.batches.records import BatchStatus as RemoteStatus
 from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
-from juryflow.judges.batches.waiting import Backoff, wait_for
+from juryflow.judges.batches.samples import RoundRequests
+from juryflow.judges.batches.waiting import poll_backoff, wait_for
 from juryflow.judges.breaker import JudgeStopped, StoppedJudge, fix_for
 from juryflow.judges.budget import Budget, BudgetReached
 from juryflow.judges.llm_judge import LLMJudge, PreparedCall
@@ -57,10 +62,6 @@ if TYPE_CHECKING:
     from juryflow.planning.run_setup import RunPlan
     from juryflow.storage.store import Store
 
-POLL_SECONDS_ENV = "JURYFLOW_BATCH_POLL_SECONDS"
-"""The first wait between two polls of a batch, in seconds (default 5); each wait doubles,
-up to twelve times the first (a minute by default)."""
-DEFAULT_POLL_SECONDS = 5.0
 
 Work = list[tuple[JudgeSpec, list[Item]]]
 
@@ -93,18 +94,6 @@ class Judging(Protocol):
     def note_stopped(self, spec: JudgeSpec, chunk: JudgedChunk) -> None: ...
 
 
-def poll_backoff() -> Backoff:
-    """The polls' backoff, from ``JURYFLOW_BATCH_POLL_SECONDS`` (tests poll fast)."""
-    raw = os.environ.get(POLL_SECONDS_ENV)
-    try:
-        first = float(raw) if raw is not None else DEFAULT_POLL_SECONDS
-    except ValueError:
-        first = -1.0
-    if not 0 <= first < float("inf"):
-        raise ValueError(f"{POLL_SECONDS_ENV}={raw!r}: give the first wait between polls, seconds")
-    return Backoff(initial=first, factor=2.0, maximum=max(first * 12, first))
-
-
 def stored_to_resume(store: Store, run_id: str) -> list[Judgment]:
     """A resumed run's stored judgments of items without consensus, less the requests a
     batch left unanswered: their rows are dropped, and the requests sent again."""
@@ -115,14 +104,18 @@ def stored_to_resume(store: Store, run_id: str) -> list[Judgment]:
 
 @dataclass(slots=True)
 class _Round:
-    """One judge's requests of one round: its calls by item, and what each may cost."""
+    """One judge's requests of one round, by (item, sample), and what each may cost."""
 
     spec: JudgeSpec
     judge: LLMJudge
     client: BatchClient
-    calls: dict[str, PreparedCall]
-    bounds: dict[str, float] = field(default_factory=dict)
+    requests: RoundRequests
+    bounds: dict[RequestKey, float] = field(default_factory=dict)
     """Each admitted call's most it may cost (``--max-cost``), released as it is answered."""
+
+    @property
+    def calls(self) -> dict[RequestKey, PreparedCall]:
+        return self.requests.calls
 
 
 class BatchRounds:
@@ -146,8 +139,8 @@ class BatchRounds:
         """Judges whose server has no batch API, judged in real time: the line saying so."""
         self.running: dict[str, SubmittedBatch] = {}
         """Batches sent (or found in the journal) whose answers are not read yet."""
-        self.open: dict[tuple[str, str], SubmittedBatch] = {}
-        """(item, judge) pairs a journaled batch holds unanswered: read, never sent again."""
+        self.open: dict[Request, SubmittedBatch] = {}
+        """Requests a journaled batch holds unanswered: read, never sent again."""
         self.unanswered: dict[str, int] = {}
         """This invocation's requests left unanswered by their batches, by item."""
         self.unanswered_kinds: dict[str, int] = {}
@@ -158,11 +151,15 @@ class BatchRounds:
         """Judges whose batches were refused for good (a rejected key, an unknown model)."""
         self.reserved = 0.0
         self.lost = LostBatches(self.journal)
+        self.answered: dict[tuple[str, str], dict[int, Judgment]] = {}
+        """Samples read before ``--resume`` of judgments it judges again, by (item, judge)."""
         if plan.resumed:
+            found = plan.store.run_samples(plan.run_id) | self.journal.samples_waiting(done)
+            self.answered = {pair: read for pair, read in found.items() if pair not in done}
             sends = self.journal.open_sends(keep=lambda i, j: (i, j) not in done)
             for batch in sends.batches:
                 for entry in batch.entries:
-                    self.open[(entry.item_id, entry.judge_id)] = batch
+                    self.open[(entry.item_id, entry.judge_id, entry.sample)] = batch
             self.lost.load(sends)
 
     @classmethod
@@ -228,20 +225,15 @@ class BatchRounds:
             return None
         from juryflow.judges.batches.factory import batch_client  # imports the SDKs
 
-        current = _Round(spec, judge, batch_client(judge.client, spec.id), {})
-        judgments: list[Judgment] = []
-        for item in items:
-            call = judge.prepare(item)
-            if isinstance(call, Judgment):
-                judgments.append(call)  # no prompt, no call
-            else:
-                current.calls[item.item_id] = call
+        requests = RoundRequests(judge, self.answered)
+        current = _Round(spec, judge, batch_client(judge.client, spec.id), requests)
+        judgments = [j for j in map(current.requests.add, items) if j is not None]
         try:
             self.open.update(await self.lost.adopt(current.client, spec, current.calls))
         except CannotLook as error:
             raise BatchStop(str(error)) from None
         pending = self._journaled(current)
-        fresh = [c for i, c in current.calls.items() if (i, spec.id) not in self.open]
+        fresh = [key for key in current.calls if (key[0], spec.id, key[1]) not in self.open]
         fresh, held = self._within_budget(current, fresh)
         stopped = self.stopped.get(spec.id)
         made: list[Judgment] = []  # journaled already
@@ -260,7 +252,7 @@ class BatchRounds:
             return None
         except JudgeStopped as error:
             self._release(current, fresh)
-            judgments += [judge.unanswered(call, str(error), attempts=0) for call in fresh]
+            made = self._record_unanswered(current, fresh, None, str(error), None)
         except ProviderError as error:
             self._release(current, fresh)
             if error.fatal:  # a rejected key or an unknown model: every request would fail
@@ -268,13 +260,13 @@ class BatchRounds:
                     spec.id, error.status, error.kind, 1, fix_for(spec, error), error.message
                 )
                 self.stopped[spec.id] = stopped
-                judgments += [judge.unanswered(c, stopped.reason, attempts=0) for c in fresh]
+                made = self._record_unanswered(current, fresh, None, stopped.reason, None)
             elif error.retryable:  # still failing after the retries: for --resume to send
                 reason = f"not sent in a batch: {error} {RESEND}"
                 made = self._record_unanswered(current, fresh, None, reason, "unsent")
             else:
                 reason = f"provider error sending the batch: {error}"
-                judgments += [judge.unanswered(call, reason, attempts=0) for call in fresh]
+                made = self._record_unanswered(current, fresh, None, reason, None)
         for judgment in judgments:
             self.journal.append(judgment)
         progress.judged(judgments)
@@ -282,79 +274,79 @@ class BatchRounds:
             judgments += made + await self._collect(current, pending)
         finally:
             self.journal.close()  # reopened by the next write; a run may hold many rounds
-        return JudgedChunk(tuple(judgments), stopped, tuple(c.item.item_id for c in held))
+        held_items = tuple(dict.fromkeys(item_id for item_id, _ in held))
+        return JudgedChunk(tuple(judgments), stopped, held_items)
 
     def _journaled(self, current: _Round) -> list[SubmittedBatch]:
         """The journaled batches holding some of this round's requests, each with only those."""
         judge_id = current.spec.id
-        found: dict[str, list[str]] = {}
-        for item_id in current.calls:
-            batch = self.open.get((item_id, judge_id))
+        found: dict[str, tuple[SubmittedBatch, set[RequestKey]]] = {}
+        for item_id, sample in current.calls:
+            batch = self.open.get((item_id, judge_id, sample))
             if batch is not None:
-                found.setdefault(batch.batch_id, []).append(item_id)
+                found.setdefault(batch.batch_id, (batch, set()))[1].add((item_id, sample))
         batches: list[SubmittedBatch] = []
-        for item_ids in found.values():
-            batch = self.open[(item_ids[0], judge_id)]
-            wanted = set(item_ids)
-            entries = tuple(
-                e for e in batch.entries if e.judge_id == judge_id and e.item_id in wanted
-            )
+        for batch, wanted in found.values():
+            entries = tuple(e for e in batch.entries if e.judge_id == judge_id and e.key in wanted)
             batches.append(SubmittedBatch(batch.provider, batch.batch_id, entries))
             self.running[batch.batch_id] = batch
         return batches
 
     def _within_budget(
-        self, current: _Round, calls: list[PreparedCall]
-    ) -> tuple[list[PreparedCall], list[PreparedCall]]:
-        """The calls ``--max-cost`` can pay for at most, each counted at its upper bound (the
-        prompt at ~4 characters a token and the whole output cap, at batch prices) until
-        its answer says what it cost; the others, held back for ``--resume``."""
+        self, current: _Round, keys: list[RequestKey]
+    ) -> tuple[list[RequestKey], list[RequestKey]]:
+        """The requests ``--max-cost`` can pay for at most, each counted at its upper bound
+        (the prompt at ~4 characters a token and the whole output cap, at batch prices)
+        until its answer says what it cost; the others, held back for ``--resume``. An
+        item's samples are admitted all or none: its judgment needs every one."""
         budget = self.budget
-        if budget is None or not calls:
-            return calls, []
+        if budget is None or not keys:
+            return keys, []
         price = price_for(current.judge.model, self.plan.panel.prices)
         most = current.spec.max_tokens
         state = budget.state()
         room = state.max_usd - state.spent_usd - self.reserved
-        admitted: list[PreparedCall] = []
-        for number, call in enumerate(calls):
-            bound = (
-                price.cost(len(call.prompt) // 4, most, batch=True) if price is not None else 0.0
-            )
+        for number, key in enumerate(keys):
+            prompt = current.calls[key].prompt
+            bound = price.cost(len(prompt) // 4, most, batch=True) if price is not None else 0.0
             try:
                 if bound > room:
                     raise BudgetReached("the batch would pass --max-cost")
                 budget.start()
             except BudgetReached:
                 self.held_back = True
-                return admitted, calls[number:]
+                first = next(n for n, k in enumerate(keys) if k[0] == key[0])
+                self._release(current, keys[first:number])
+                return keys[:first], keys[first:]
             room -= bound
             self.reserved += bound
-            current.bounds[call.item.item_id] = bound
-            admitted.append(call)
-        return admitted, []
+            current.bounds[key] = bound
+        return keys, []
 
-    def _settle(self, current: _Round, item_id: str, cost: float) -> None:
-        bound = current.bounds.pop(item_id, None)
+    def _settle(self, current: _Round, key: RequestKey, cost: float) -> None:
+        bound = current.bounds.pop(key, None)
         if bound is not None and self.budget is not None:
             self.reserved -= bound
             self.budget.finish(cost)
 
-    def _release(self, current: _Round, calls: Sequence[PreparedCall]) -> None:
-        for call in calls:
-            self._settle(current, call.item.item_id, 0.0)
+    def _release(self, current: _Round, keys: Sequence[RequestKey]) -> None:
+        for key in keys:
+            self._settle(current, key, 0.0)
 
     async def _submit(
-        self, current: _Round, calls: list[PreparedCall]
+        self, current: _Round, keys: list[RequestKey]
     ) -> tuple[list[SubmittedBatch], list[Judgment]]:
-        """Send ``calls`` as batches, each journaled as soon as it exists; a passing failure
-        is tried again for the requests no batch holds yet, so none is sent twice (see
-        :meth:`LostBatches.submit`). Returns the batches, and the unscored judgments of
-        requests that could not be sent after some were (for ``--resume`` to send)."""
-        if not calls:
+        """Send the requests ``keys`` as batches, each journaled as soon as it exists; a
+        passing failure is tried again for the requests no batch holds yet, so none is sent
+        twice (see :meth:`LostBatches.submit`). Returns the batches, and the judgments of
+        requests that could not be sent after some were (unscored, for ``--resume``)."""
+        if not keys:
             return [], []
         spec = current.spec
-        requests = [BatchRequest(c.item.item_id, spec.id, c.request) for c in calls]
+        requests = [
+            BatchRequest(item_id, spec.id, current.calls[(item_id, sample)].request, sample)
+            for item_id, sample in keys
+        ]
         created: list[SubmittedBatch] = []
 
         def on_created(batch: SubmittedBatch) -> None:
@@ -369,8 +361,8 @@ class BatchRounds:
             if not created:
                 raise last from None
             # Part of it was sent (and journaled): the rest waits for --resume to send it.
-            sent = {entry.item_id for batch in created for entry in batch.entries}
-            unsent = [c for c in calls if c.item.item_id not in sent]
+            sent = {entry.key for batch in created for entry in batch.entries}
+            unsent = [key for key in keys if key not in sent]
             self._release(current, unsent)
             reason = f"not sent in a batch: {last} {RESEND}"
             return created, self._record_unanswered(current, unsent, None, reason, "unsent")
@@ -379,30 +371,39 @@ class BatchRounds:
     def _record_unanswered(
         self,
         current: _Round,
-        calls: Sequence[PreparedCall],
+        keys: Sequence[RequestKey],
         batch_id: str | None,
         reason: str,
         kind: str | None,
     ) -> list[Judgment]:
-        """Unscored judgments of ``calls`` with ``reason``; ``kind``: what became of the
-        requests, when they are to be sent again (None: final)."""
-        made = [
-            current.judge.unanswered(call, reason, batch_id=batch_id, attempts=0) for call in calls
-        ]
-        for judgment in made:
-            self.journal.append(judgment)
+        """Unscored answers to the requests ``keys`` with ``reason``, and the judgments they
+        complete; ``kind``: what became of the requests, when they are to be sent again
+        (None: final)."""
+        made: list[Judgment] = []
+        for key in keys:
+            call = current.calls[key]
+            answer = current.judge.unanswered(call, reason, batch_id=batch_id, attempts=0)
             if kind is not None:
-                self.unanswered[judgment.item_id] = self.unanswered.get(judgment.item_id, 0) + 1
+                self.unanswered[key[0]] = self.unanswered.get(key[0], 0) + 1
                 self.unanswered_kinds[kind] = self.unanswered_kinds.get(kind, 0) + 1
-        progress.judged(made)
+            made += self._answered(current, key, answer)
         return made
 
+    def _answered(self, current: _Round, key: RequestKey, answer: Judgment) -> list[Judgment]:
+        """The judgment ``answer`` to request ``key`` completes (journaled), if any."""
+        judgment = current.requests.answer(key, answer)
+        if judgment is None:
+            return []
+        self.journal.append(judgment)
+        progress.judged((judgment,))
+        return [judgment]
+
     def _unanswered_batch(
-        self, current: _Round, calls: Sequence[PreparedCall], batch_id: str, failure: BatchFailure
+        self, current: _Round, keys: Sequence[RequestKey], batch_id: str, failure: BatchFailure
     ) -> list[Judgment]:
         reason, again = failure_reason(batch_id, failure)
         return self._record_unanswered(
-            current, calls, batch_id, reason, failure.kind if again else None
+            current, keys, batch_id, reason, failure.kind if again else None
         )
 
     async def _collect(self, current: _Round, batches: list[SubmittedBatch]) -> list[Judgment]:
@@ -416,9 +417,9 @@ class BatchRounds:
             if status is True:
                 judgments += await self._read(current, batch)
             elif isinstance(status, BatchFailure):  # it cannot be polled: lost to this run
-                calls = [current.calls[e.item_id] for e in batch.entries]
-                self._release(current, calls)
-                judgments += self._unanswered_batch(current, calls, batch.batch_id, status)
+                keys = [entry.key for entry in batch.entries]
+                self._release(current, keys)
+                judgments += self._unanswered_batch(current, keys, batch.batch_id, status)
                 self.running.pop(batch.batch_id, None)
         if any(status is None for status in ended):
             raise _WaitOver
@@ -447,38 +448,37 @@ class BatchRounds:
     async def _read(self, current: _Round, batch: SubmittedBatch) -> list[Judgment]:
         """The judgments of an ended batch, each journaled as it is made; read again from the
         start if the results stream breaks off (nothing is sent to a model again)."""
-        made: dict[str, Judgment] = {}
+        read_keys: set[RequestKey] = set()
+        made: list[Judgment] = []
         judge = current.judge
 
         async def read() -> None:
             async for result in current.client.results(batch):
-                call = current.calls.get(result.item_id)
-                if call is None or result.item_id in made:
+                key = result.key
+                call = current.calls.get(key)
+                if call is None or key in read_keys:
                     continue
+                read_keys.add(key)
                 if result.response is not None:
-                    judgment = judge.answered(call, result.response, batch_id=batch.batch_id)
-                    cost = judgment.usage.cost_usd or 0.0
-                    self._settle(current, result.item_id, cost)
-                    self.journal.append(judgment)
-                    progress.judged((judgment,))
+                    answer = judge.answered(call, result.response, batch_id=batch.batch_id)
+                    self._settle(current, key, answer.usage.cost_usd or 0.0)
+                    made.extend(self._answered(current, key, answer))
                 else:
                     assert result.failure is not None
-                    self._settle(current, result.item_id, 0.0)
+                    self._settle(current, key, 0.0)
                     failure = result.failure
-                    (judgment,) = self._unanswered_batch(current, [call], batch.batch_id, failure)
-                made[result.item_id] = judgment
+                    made.extend(self._unanswered_batch(current, [key], batch.batch_id, failure))
 
         try:
             await call_with_retries(read, lambda e: e.retryable, current.spec.max_attempts)
         except (RetriesExhausted, ProviderError) as error:
             last = error.last_error if isinstance(error, RetriesExhausted) else error
-            unread = [current.calls[e.item_id] for e in batch.entries if e.item_id not in made]
+            unread = [e.key for e in batch.entries if e.key not in read_keys]
             self._release(current, unread)
             failure = BatchFailure("missing", f"its results could not be read: {last}")
-            for judgment in self._unanswered_batch(current, unread, batch.batch_id, failure):
-                made[judgment.item_id] = judgment
+            made += self._unanswered_batch(current, unread, batch.batch_id, failure)
         self.running.pop(batch.batch_id, None)
-        return list(made.values())
+        return made
 
     def waits_for_resend(self, item_id: str) -> bool:
         """Whether a request of the item is to be sent again: it gets no consensus yet."""

@@ -30,12 +30,7 @@ from juryflow.maths.consensus import item_consensus
 from juryflow.maths.records import Consensus, Item, Judgment
 from juryflow.planning.early_stop_plan import EarlyStopPlan, early_stop_plan, in_panel_order
 from juryflow.planning.run_setup import RunPlan
-from juryflow.storage.datasets import (
-    RowError,
-    count_rows,
-    read_items,
-    select_items,
-)
+from juryflow.storage.datasets import RowError, count_rows, read_items, select_items
 from juryflow.storage.failures import store_failure
 from juryflow.storage.journal import Journal, journal_path
 from juryflow.storage.shards import ShardLost
@@ -160,8 +155,9 @@ class ChunkRunner:
             self.done_pairs.add((item_id, judge_id))
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
-        # The judges run in this process or its workers (who get the samples with the items).
-        return await cached_answers(self.plan, spec, items, local=not self.distributed)
+        # Judged here (batches too), or by workers who get the samples with the items.
+        here = not self.distributed or bool(self.batches and self.batches.takes(spec))
+        return await cached_answers(self.plan, spec, items, local=here)
 
     async def todo(self, spec: JudgeSpec, items: list[Item]) -> tuple[list[Judgment], list[Item]]:
         """This judge's answers found in the cache, and the items it must still be asked."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from juryflow.judges.factory import check_keys
 from juryflow.judges.panel import PanelSpec, load_panel, parse_panel
-from juryflow.judges.sampling.panel_samples import batched_samples_refusal, sampling_warnings
+from juryflow.judges.sampling.panel_samples import sampling_warnings
 from juryflow.maths.reducers import DEFAULT_RULE, ConsensusRule, RuleError
 from juryflow.planning.early_stop_plan import early_stop_plan
 from juryflow.planning.run_request import (
@@ -148,11 +148,7 @@ def with_early_stop(panel: PanelSpec, request: RunRequest) -> PanelSpec:
 
 def with_batch(panel: PanelSpec, batch: bool | None) -> PanelSpec:
     """The panel with ``--batch`` / ``--no-batch`` over its own ``batch``."""
-    chosen = panel if batch is None else panel.model_copy(update={"batch": batch})
-    refusal = batched_samples_refusal(chosen)  # the copy skips the panel's own check
-    if refusal is not None:
-        raise RunSetupError(refusal)
-    return chosen
+    return panel if batch is None else panel.model_copy(update={"batch": batch})
 
 
 def chunk_size_for(chunk_size: int | None, panel: PanelSpec) -> int:

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from prefect.exceptions import CancelledRun
 
-from juryflow.flows.batching import poll_backoff
 from juryflow.flows.evaluate import evaluate
 from juryflow.flows.runtime import interrupts, progress
 from juryflow.judges.batches.records import BatchFailure
 from juryflow.judges.batches.resend import RESEND, failure_reason, resendable
+from juryflow.judges.batches.waiting import poll_backoff
 from juryflow.judges.budget import BUDGET_EXIT_CODE
 from juryflow.judges.providers.price import Price
 from juryflow.maths.records import unscored

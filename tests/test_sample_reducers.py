@@ -217,9 +217,9 @@ def test_samples_at_temperature_0_warn_in_one_line() -> None:
     assert sampling_warnings(parse_panel({"judges": [_judge()]})) == []
 
 
-def test_samples_through_a_batch_are_refused() -> None:
-    with pytest.raises(PanelError, match="cannot go through a batch API"):
-        parse_panel({"batch": True, "judges": [_judge(samples=2, temperature=0.7)]})
+def test_samples_go_through_a_batch() -> None:
+    panel = parse_panel({"batch": True, "judges": [_judge(samples=2, temperature=0.7)]})
+    assert panel.uses_batch(panel.judges[0]) and panel.judges[0].samples == 2
 
 
 def test_the_dry_run_counts_a_call_per_sample(
@@ -285,7 +285,7 @@ def test_the_run_warns_of_samples_at_temperature_0(
     )
 
 
-def test_the_command_line_refuses_batch_with_samples_in_one_line(
+def test_the_command_line_sends_samples_in_batches_counted_per_sample(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from typer.testing import CliRunner
@@ -296,8 +296,8 @@ def test_the_command_line_refuses_batch_with_samples_in_one_line(
     monkeypatch.setenv("JURYFLOW_DRY_KEY", "sk-dry")
     panel = _sampled_panel(tmp_path, ", temperature: 0.7")
     args = ["run", str(SAMPLE), "--panel", str(panel), "--db", str(tmp_path / "s.duckdb")]
-    result = CliRunner().invoke(app, [*args, "--batch"])
-    assert result.exit_code != 0
+    result = CliRunner().invoke(app, [*args, "--limit", "5", "--batch", "--dry-run"])
+    assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "judge 'a': samples: 3 cannot go through a batch API" in text
-    assert "drop --batch" in text and "Traceback" not in result.output
+    assert "│ a │ gpt-4.1 │ 15 │" in text  # a call per sample, 3 of each of 5 items
+    assert "batch: a's calls go through its provider's batch API, costed at batch prices" in text

@@ -169,14 +169,6 @@ def test_early_stopping_with_a_sampled_judge(
     assert len(samples) == 3 * len(sampled_items)
 
 
-def test_batch_mode_refuses_samples_in_one_line(tmp_path: Path, stub: StubHandle) -> None:
-    from juryflow.planning.run_setup import RunSetupError
-
-    panel = _panel(tmp_path / "panel.yaml", stub, ", samples: 3, temperature: 0.7")
-    with pytest.raises(RunSetupError, match=r"cannot go through a batch API.*drop --batch"):
-        _run(tmp_path / "batch.duckdb", panel, batch=True)
-
-
 NOISY_FIGURES = (
     "WITH s AS (SELECT s.item_id, s.verdict, i.gold_hallucinated AS gold "
     "  FROM judgment_samples s JOIN items i USING (run_id, item_id) WHERE run_id = $run), "

@@ -8,12 +8,18 @@ waits ends it at its next await, leaving the remote batches as they are (cancel 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from juryflow.judges.batches.base import BatchClient
 from juryflow.judges.batches.records import BatchStatus
 from juryflow.judges.providers.base import ProviderError
+
+POLL_SECONDS_ENV = "JURYFLOW_BATCH_POLL_SECONDS"
+"""The first wait between two polls of a batch, in seconds (default 5); each wait doubles,
+up to twelve times the first (a minute by default)."""
+DEFAULT_POLL_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +92,15 @@ async def wait_for(
         await asyncio.sleep(sleep)
         delay = min(backoff.maximum, delay * backoff.factor) if delay > 0 else backoff.maximum
     return statuses
+
+
+def poll_backoff() -> Backoff:
+    """The polls' backoff, from ``JURYFLOW_BATCH_POLL_SECONDS`` (tests poll fast)."""
+    raw = os.environ.get(POLL_SECONDS_ENV)
+    try:
+        first = float(raw) if raw is not None else DEFAULT_POLL_SECONDS
+    except ValueError:
+        first = -1.0
+    if not 0 <= first < float("inf"):
+        raise ValueError(f"{POLL_SECONDS_ENV}={raw!r}: give the first wait between polls, seconds")
+    return Backoff(initial=first, factor=2.0, maximum=max(first * 12, first))

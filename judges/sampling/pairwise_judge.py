@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from juryflow.judges.breaker import CircuitBreaker
-from juryflow.judges.budget import Budget
 from juryflow.judges.sampling.sampled_judge import SampledJudge
 from juryflow.maths.records import Item, Judgment
 
@@ -44,13 +42,8 @@ def mapped_back(answer: Judgment) -> Judgment:
 class PairwiseJudge(SampledJudge):
     """A :class:`SampledJudge` of two samples whose second shows the answers swapped."""
 
-    async def ask(
-        self,
-        item: Item,
-        index: int,
-        breaker: CircuitBreaker | None,
-        budget: Budget | None,
-    ) -> Judgment:
-        if index == 0:
-            return await super().ask(item, index, breaker, budget)
-        return mapped_back(await super().ask(swapped(item), index, breaker, budget))
+    def shown(self, item: Item, index: int) -> Item:
+        return item if index == 0 else swapped(item)
+
+    def read_back(self, answer: Judgment, index: int) -> Judgment:
+        return answer if index == 0 else mapped_back(answer)

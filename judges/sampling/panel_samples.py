@@ -34,7 +34,6 @@ class PanelSpec(Protocol):
 
     @property
     def judges(self) -> Sequence[_Judge]: ...
-    def uses_batch(self, spec: Any) -> bool: ...
 
 
 def spread_panel_samples(data: Any) -> Any:
@@ -56,7 +55,7 @@ def spread_panel_samples(data: Any) -> Any:
 
 def check_sampling(panel: PanelSpec) -> None:
     """Raise ValueError (one line, naming the fix) for a sample reducer that does not fit
-    its judge, or samples sent through a batch."""
+    its judge."""
     from juryflow.prompts.loader import PromptError
 
     for spec in panel.judges:
@@ -69,25 +68,6 @@ def check_sampling(panel: PanelSpec) -> None:
                 resolve_sample_reducer(spec.sample_reducer, kind)
             except SampleReducerError as error:
                 raise ValueError(f"judge {spec.id!r}: {error}") from None
-    refusal = batched_samples_refusal(panel)
-    if refusal is not None:
-        raise ValueError(refusal)
-
-
-def batched_samples_refusal(panel: PanelSpec) -> str | None:
-    """Why the panel cannot run as it is (samples through a batch API), or None."""
-    for spec in panel.judges:
-        if spec.samples > 1 and panel.uses_batch(spec) and _pairwise(spec):
-            return (
-                f"judge {spec.id!r}: a pairwise judge's two orders cannot go through a batch "
-                "API yet; drop --batch / 'batch' for it"
-            )
-        if spec.samples > 1 and panel.uses_batch(spec):
-            return (
-                f"judge {spec.id!r}: samples: {spec.samples} cannot go through a batch API "
-                "(a batch sends each request once); drop --batch / 'batch', or 'samples'"
-            )
-    return None
 
 
 def sampling_warnings(panel: PanelSpec) -> list[str]:

@@ -86,5 +86,19 @@ class SampledJudge(LLMJudge):
         breaker: CircuitBreaker | None,
         budget: Budget | None,
     ) -> Judgment:
-        """Sample ``index`` of ``item``: one call (every sample the same prompt here)."""
-        return await LLMJudge.judge(self, item, breaker, budget)
+        """Sample ``index`` of ``item``: one call, of the item as that sample shows it."""
+        answer = await LLMJudge.judge(self, self.shown(item, index), breaker, budget)
+        return self.read_back(answer, index)
+
+    def shown(self, item: Item, index: int) -> Item:
+        """``item`` as sample ``index`` asks it (every sample the same prompt here)."""
+        return item
+
+    def read_back(self, answer: Judgment, index: int) -> Judgment:
+        """Sample ``index``'s answer in the terms of ``item`` as it is (the same here)."""
+        return answer
+
+    def sample(self, answer: Judgment, index: int, base_key: str) -> Judgment:
+        """The answer to sample ``index``'s call as the sample stored: read back, under its
+        own cache key (``base_key``: the item's single-call key)."""
+        return replace(self.read_back(answer, index), cache_key=sample_cache_key(base_key, index))

@@ -5,6 +5,7 @@ calls only the new ones (migration 14's tables)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -64,19 +65,33 @@ def sample_tables(run_id: str, judgments: Sequence[Judgment]) -> tuple[pa.Table,
 def insert_samples(
     con: duckdb.DuckDBPyConnection, run_id: str, judgments: Sequence[Judgment]
 ) -> None:
-    """Append the samples of the sampled judges among ``judgments`` (none for the others)."""
+    """Store the samples of the sampled judges among ``judgments`` (none for the others),
+    in place of those the run stored before for the same (item, judge): a judgment a batch
+    left waiting for a sample, sent again by ``--resume``, comes back with all of them."""
     if any(j.samples for j in judgments):
+        pairs = [run_id, [j.item_id for j in judgments], [j.judge_id for j in judgments]]
+        # Looked for first: a lake would record an empty delete as a snapshot of its own.
+        if con.execute(f"SELECT 1 FROM judgment_samples {_OF_PAIRS} LIMIT 1", pairs).fetchone():
+            for table in ("judgment_sample_spans", "judgment_samples"):
+                con.execute(f"DELETE FROM {table} {_OF_PAIRS}", pairs)
         samples, spans = sample_tables(run_id, judgments)
         _append(con, "judgment_samples", samples)
         _append(con, "judgment_sample_spans", spans)
 
 
+_OF_PAIRS = "WHERE run_id = ? AND (item_id, judge_id) IN (SELECT unnest(?), unnest(?))"
 _CACHED_SAMPLES = (
     "SELECT run_id, item_id, judge_id, sample_index, output_kind, score, raw_output, "
     "latency_ms, input_tokens, output_tokens, cost_usd, cache_key FROM ("
     "  SELECT *, row_number() OVER (PARTITION BY cache_key ORDER BY created_at DESC) AS rank"
     "  FROM judgment_samples WHERE cache_key IN (SELECT unnest(?)) AND score IS NOT NULL"
     ") WHERE rank = 1"
+)
+_RUN_SAMPLES = (
+    "SELECT run_id, item_id, judge_id, sample_index, output_kind, score, raw_output, "
+    "latency_ms, input_tokens, output_tokens, cost_usd, cache_key FROM judgment_samples "
+    "WHERE run_id = $run AND score IS NOT NULL "
+    "AND item_id NOT IN (SELECT item_id FROM consensus WHERE run_id = $run)"
 )
 _SAMPLE_SPANS = (
     "SELECT s.run_id, s.item_id, s.judge_id, s.sample_index, s.char_start, s.char_end, s.text "
@@ -96,20 +111,53 @@ class SamplesMixin(StoreBase):
         keys = list(cache_keys)
         with self.read() as con:
             rows = con.execute(_CACHED_SAMPLES, [keys]).fetchall()
-            owners = [(r[0], r[1], r[2], r[3]) for r in rows]
-            span_rows = (
-                con.execute(
-                    _SAMPLE_SPANS, [list(col) for col in zip(*owners, strict=True)]
-                ).fetchall()
-                if owners
-                else []
-            )
-        spans: dict[tuple[str, str, str, int], list[Span]] = {}
-        for run_id, item_id, judge_id, index, start, end, text in span_rows:
-            match: MatchKind = "exact" if start is not None and end is not None else "unmatched"
-            span = Span(start, end, text, match, requested=text)
-            spans.setdefault((run_id, item_id, judge_id, index), []).append(span)
-        found: dict[str, Judgment] = {}
+            made = _samples_of(con, rows)
+        found = {judgment.cache_key or "": judgment for judgment in made.values()}
+        missing = [k for k in keys if k not in found]
+        found.update(self.cached_judgments(missing))  # type: ignore[attr-defined]
+        return found
+
+    def run_samples(self, run_id: str) -> dict[tuple[str, str], dict[int, Judgment]]:
+        """The scored samples the run stored for items still without consensus, by (item,
+        judge) and sample index: what a judgment left waiting for another sample (and
+        forgotten by ``--resume``, to be judged again) had already paid for."""
+        with self.read() as con:
+            rows = con.execute(_RUN_SAMPLES, {"run": run_id}).fetchall()
+            made = _samples_of(con, rows)
+        found: dict[tuple[str, str], dict[int, Judgment]] = {}
+        for (_, item_id, judge_id, index), judgment in made.items():
+            found.setdefault((item_id, judge_id), {})[index] = judgment
+        return found
+
+
+def _samples_of(
+    con: duckdb.DuckDBPyConnection, rows: list[Any]
+) -> dict[tuple[str, str, str, int], Judgment]:
+    """Sample rows (as :data:`_CACHED_SAMPLES` selects them) with their spans, as
+    judgments by (run, item, judge, sample index)."""
+    owners = [(r[0], r[1], r[2], r[3]) for r in rows]
+    span_rows = (
+        con.execute(_SAMPLE_SPANS, [list(col) for col in zip(*owners, strict=True)]).fetchall()
+        if owners
+        else []
+    )
+    spans: dict[tuple[str, str, str, int], list[Span]] = {}
+    for run_id, item_id, judge_id, index, start, end, text in span_rows:
+        match: MatchKind = "exact" if start is not None and end is not None else "unmatched"
+        span = Span(start, end, text, match, requested=text)
+        spans.setdefault((run_id, item_id, judge_id, index), []).append(span)
+    return {
+        (run_id, item_id, judge_id, index): Judgment(
+            item_id=item_id,
+            judge_id=judge_id,
+            output_kind=kind,
+            score=score,
+            spans=tuple(spans.get((run_id, item_id, judge_id, index), ())),
+            raw_output=raw,
+            latency_ms=latency or 0.0,
+            usage=Usage(input_tokens=ins, output_tokens=outs, cost_usd=cost),
+            cache_key=key,
+        )
         for (
             run_id,
             item_id,
@@ -123,18 +171,5 @@ class SamplesMixin(StoreBase):
             outs,
             cost,
             key,
-        ) in rows:
-            found[key] = Judgment(
-                item_id=item_id,
-                judge_id=judge_id,
-                output_kind=kind,
-                score=score,
-                spans=tuple(spans.get((run_id, item_id, judge_id, index), ())),
-                raw_output=raw,
-                latency_ms=latency or 0.0,
-                usage=Usage(input_tokens=ins, output_tokens=outs, cost_usd=cost),
-                cache_key=key,
-            )
-        missing = [k for k in keys if k not in found]
-        found.update(self.cached_judgments(missing))  # type: ignore[attr-defined]
-        return found
+        ) in rows
+    }
