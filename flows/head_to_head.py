@@ -66,6 +66,7 @@ async def _judge_pairs(
         suite=f"{suite}{SUITE_SUFFIX}",
         use_cache=request.use_cache,
         max_chars=request.max_chars,
+        batch=request.batch,  # a nightly run's pairs go through the batch APIs too
     )
     summary: dict[str, Any] = await evaluate(pairs)
     run_id = str(summary["run_id"])

@@ -246,3 +246,34 @@ def test_max_cost_admits_a_pairwise_items_two_orders_together_or_neither(
     _run(db, PAIRS, resume=run_id)
     assert batches.get("batch_requests") == 12
     assert _rows(db, run_id, "SELECT count(*) FROM judgment_samples WHERE run_id = ?") == [(12,)]
+
+
+def test_a_nightly_regressions_head_to_head_goes_through_the_batch_apis(
+    tmp_path: Path, stub: StubHandle
+) -> None:
+    """prefect.yaml's regression-nightly with ``batch: true`` and a ``pairwise`` panel: the
+    pairs of the baseline's and the new run's answers are judged in batches, both orders."""
+    from juryflow.flows.regression import regression
+
+    db = tmp_path / "nightly.duckdb"
+    panel = _pairwise_panel(tmp_path, stub)
+    suite = RunRequest(dataset=str(SAMPLE), db=str(db), suite="nightly", limit=8, batch=True)
+    first: Any = asyncio.run(regression(suite, return_state=True))  # type: ignore[call-overload]
+    assert first.is_completed() and "is the baseline" in (first.message or "")
+    batches = stats_of(stub.server)
+    batches.reset()
+    second: Any = asyncio.run(
+        regression(suite, pairwise=str(panel), return_state=True)  # type: ignore[call-overload]
+    )
+    assert second.is_completed(), second.message
+    with Store(db).read() as con:
+        (pair_run,) = con.execute(
+            "SELECT run_id FROM runs WHERE suite = 'nightly~head-to-head'"
+        ).fetchall()
+        judged = con.execute(
+            "SELECT count(*), count(batch_id), (SELECT count(*) FROM judgment_samples s "
+            "WHERE s.run_id = j.run_id) FROM judgments j WHERE run_id = ? GROUP BY run_id",
+            [pair_run[0]],
+        ).fetchall()
+    assert judged == [(3 * 8, 3 * 8, 2 * 3 * 8)]
+    assert batches.get("batches_created") == 3 and batches.get("batch_requests") == 2 * 3 * 8
