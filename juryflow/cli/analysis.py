@@ -19,6 +19,7 @@ from rich.text import Text
 
 from juryflow.cli.runs import DbOption, resolve_or_exit
 from juryflow.cli.runs import fail as _fail
+from juryflow.maths.pairwise.records import PREFERENCE_WORDS
 from juryflow.pages.rule_labels import UNLOCALISED_NOTE, RunRule, verdict_reason
 from juryflow.storage.annotations import GOLD_SOURCES, GoldSource
 from juryflow.storage.reads.consensus_facts import ConsensusFacts, consensus_facts, run_rule
@@ -363,7 +364,7 @@ def _verdict(value: bool | None) -> Text:
     return Text("hallucinated", style="red") if value else Text("clean", style="green")
 
 
-_PREFERENCES = {0.0: "A better", 0.5: "tie", 1.0: "B better"}
+_PREFERENCES = {score: words for _, score, words in PREFERENCE_WORDS}
 """A pairwise judge's score (B's win share in both orders) as the words the summary uses."""
 
 

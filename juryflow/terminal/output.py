@@ -24,6 +24,7 @@ from rich.text import Text
 
 from juryflow.analysis.run_figures import spent_text
 from juryflow.flows.runtime.interrupts import juryflow_command
+from juryflow.maths.pairwise.records import PREFERENCE_WORDS
 from juryflow.terminal.tables import FitTable
 
 if TYPE_CHECKING:
@@ -239,8 +240,7 @@ def _pairwise_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         "n/a"
         if not decided
         else ", ".join(
-            f"{name} {preferred.get(key, 0) / decided:.0%}"
-            for key, name in (("A", "A better"), ("tie", "tie"), ("B", "B better"))
+            f"{name} {preferred.get(key, 0) / decided:.0%}" for key, _, name in PREFERENCE_WORDS
         )
     )
     return [

@@ -51,6 +51,14 @@ VERDICT_NAMES: dict[int, str] = {
 }
 """The name of each code, as reports and the store spell it."""
 
+PREFERENCE_WORDS: tuple[tuple[str, float, str], ...] = (
+    ("A", 0.0, "A better"),
+    ("tie", 0.5, "tie"),
+    ("B", 1.0, "B better"),
+)
+"""Each verdict of a pairwise judgment: its name in summaries, its score (B's share of the
+win), and the words every face (terminal, viewer, report) shows for it."""
+
 _RAW_CODES = (MISSING, A, B, TIE)
 _ITEM_CODES = (MISSING, A, B, TIE, INCONSISTENT)
 _BY_LABEL: dict[str, int] = {"a": A, "b": B, "tie": TIE, "": MISSING, "missing": MISSING}
