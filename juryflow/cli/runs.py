@@ -101,13 +101,18 @@ def _table_row(columns: list[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(values.values())
 
 
+LimitOption = Annotated[int, typer.Option(min=1, max=1_000_000, help="Newest runs to show.")]
+StatusOption = Annotated[
+    str | None, typer.Option(help="Only runs of this status (completed, running, ...).")
+]
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")]
+
+
 def runs_command(
     db: DbOption = None,
-    limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="Newest runs to show.")] = 20,
-    status: Annotated[
-        str | None, typer.Option(help="Only runs of this status (completed, running, ...).")
-    ] = None,
-    format_: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    limit: LimitOption = 20,
+    status: StatusOption = None,
+    format_: FormatOption = "table",
 ) -> None:
     """The runs in the store, newest first: status, kind, panel, dataset, items, unscored,
     cost (of the run's own model calls: a run answered from the cache costs 0), what its
@@ -484,13 +489,9 @@ def register(app: typer.Typer) -> None:
     def runs_group(
         ctx: typer.Context,
         db: DbOption = None,
-        limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="Newest runs to show.")] = 20,
-        status: Annotated[
-            str | None, typer.Option(help="Only runs of this status (completed, running, ...).")
-        ] = None,
-        format_: Annotated[
-            str, typer.Option("--format", "-f", help="table, csv or json.")
-        ] = "table",
+        limit: LimitOption = 20,
+        status: StatusOption = None,
+        format_: FormatOption = "table",
     ) -> None:
         if ctx.invoked_subcommand is None:
             runs_command(db=db, limit=limit, status=status, format_=format_)
