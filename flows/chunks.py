@@ -155,7 +155,8 @@ class ChunkRunner:
             self.done_pairs.add((item_id, judge_id))
 
     async def _cached(self, spec: JudgeSpec, items: list[Item]) -> list[Judgment]:
-        # Judged here (batches too), or by workers who get the samples with the items.
+        # Partly cached samples are left for a judge here, or with --workers (which get
+        # them with the items), and for batches (sent from here); Dask's workers get none.
         here = not self.distributed or bool(self.batches and self.batches.takes(spec))
         return await cached_answers(self.plan, spec, items, local=here)
 

@@ -277,3 +277,37 @@ def test_a_nightly_regressions_head_to_head_goes_through_the_batch_apis(
         ).fetchall()
     assert judged == [(3 * 8, 3 * 8, 2 * 3 * 8)]
     assert batches.get("batches_created") == 3 and batches.get("batch_requests") == 2 * 3 * 8
+
+
+@pytest.mark.parametrize(
+    "dask", [None, pytest.param("local", marks=pytest.mark.slow, id="dask")], ids=str
+)
+def test_a_batch_sends_only_the_samples_the_cache_has_not(
+    tmp_path: Path, stub: StubHandle, dask: str | None
+) -> None:
+    """Raised from two samples to four, a batch judge's run sends samples 2 and 3 of each
+    item only: samples 0 and 1 come from the cache (on Dask too: a batch is sent from the
+    flow's process, where the cache was read)."""
+    if dask is not None:
+        pytest.importorskip("prefect_dask")
+    db = tmp_path / "store.duckdb"
+    two = _sampled_panel(tmp_path, stub, SAMPLED)
+    four = tmp_path / "four.yaml"
+    four.write_text(two.read_text().replace("samples: 3", "samples: 4"), encoding="utf-8")
+    two.write_text(two.read_text().replace("samples: 3", "samples: 2"), encoding="utf-8")
+    asyncio.run(evaluate(RunRequest(dataset=str(SAMPLE), panel=str(two), db=str(db), limit=4)))
+    batches = stats_of(stub.server)
+    batches.reset()
+    request = RunRequest(
+        dataset=str(SAMPLE), panel=str(four), db=str(db), limit=4, batch=True, dask=dask
+    )
+    run_id = asyncio.run(evaluate(request))["run_id"]
+    # Samples 2 and 3 of the 4 items; the judges asked once are served whole from the cache.
+    assert batches.get("batch_requests") == 2 * 4 and batches.get("batches_created") == 1
+    cached = _rows(
+        db,
+        run_id,
+        "SELECT sample_index, bool_and(cached), count(*) FROM judgment_samples "
+        "WHERE run_id = ? GROUP BY 1 ORDER BY 1",
+    )
+    assert cached == [(0, True, 4), (1, True, 4), (2, False, 4), (3, False, 4)]
