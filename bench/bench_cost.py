@@ -79,10 +79,10 @@ class Figures:
     decision: list[tuple[Any, ...]]
 
 
-def cost_dataset(path: Path, n: int, source: Path) -> Path:
-    """``n`` rows cycling ``source``; a repeated row's reference gets a marker of its copy, so
-    that no two prompts are alike (a provider would serve a repeated prompt from its cache)
-    while its response, which the simulated judges look their labels up by, stays the same."""
+def cost_dataset(path: Path, n: int, source: Path, marked: str = "reference") -> Path:
+    """``n`` rows cycling ``source``; a repeated row's ``marked`` column gets a marker of its
+    copy, so that no two prompts are alike (a provider would serve a repeated prompt from its
+    cache) while its responses, which the simulated judges look their labels up by, stay."""
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line]
     with path.open("w", encoding="utf-8") as out:
         for number in range(n):
@@ -90,18 +90,25 @@ def cost_dataset(path: Path, n: int, source: Path) -> Path:
             copy = number // len(rows)
             row["id"] = f"{row['id']}#{number}"
             if copy:
-                row["reference"] = f"(copy {copy}) {row['reference']}"
+                row[marked] = f"(copy {copy}) {row[marked]}"
             out.write(json.dumps(row) + "\n")
     return path
 
 
-def write_panel(path: Path, anthropic_url: str, openai_url: str, prompt: str) -> Path:
+def write_panel(
+    path: Path,
+    anthropic_url: str,
+    openai_url: str,
+    prompt: str,
+    judges: tuple[tuple[str, str, str, tuple[float, float, float | None]], ...] = JUDGES,
+) -> Path:
+    """The panel of ``judges`` (id, provider, simulated model, list price) on the stand-in."""
     lines = ["name: cost-bench", "prices:"]
-    for _, _, model, (inp, out, cached) in JUDGES:
+    for _, _, model, (inp, out, cached) in judges:
         read = f", cache_read: {cached}" if cached is not None else ""
         lines.append(f"  {model}: {{input: {inp}, output: {out}{read}}}")
     lines.append("judges:")
-    for judge_id, provider, model, _ in JUDGES:
+    for judge_id, provider, model, _ in judges:
         url = anthropic_url if provider == "anthropic" else openai_url
         lines.append(
             f"  - {{id: {judge_id}, provider: {provider}, model: {model}, prompt: {prompt}, "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import KEY_ENV, REPO, SAMPLE, machine, prefect_env, quiet, temp_dir
+from _common import REPO, SAMPLE, machine, prefect_env, quiet, temp_dir
+from bench_cost import cost_dataset, write_panel
 
 PAIRS = REPO / "examples" / "ragtruth_pairs_sample.jsonl"
 
@@ -43,36 +43,6 @@ MODES: dict[str, dict[str, Any]] = {
 DECISION = "SELECT item_id, status, score FROM consensus WHERE run_id = ? ORDER BY item_id"
 
 
-def pairs_dataset(path: Path, n: int) -> Path:
-    rows = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines() if line]
-    with path.open("w", encoding="utf-8") as out:
-        for number in range(n):
-            row = dict(rows[number % len(rows)])
-            copy = number // len(rows)
-            row["id"] = f"{row['id']}#{number}"
-            if copy:
-                row["input"] = f"(copy {copy}) {row['input']}"
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
-
-
-def write_panel(path: Path, anthropic_url: str, openai_url: str) -> Path:
-    lines = ["name: pairwise-cost-bench", "prices:"]
-    for _, _, model, (inp, out, cached) in JUDGES:
-        read = f", cache_read: {cached}" if cached is not None else ""
-        lines.append(f"  {model}: {{input: {inp}, output: {out}{read}}}")
-    lines.append("judges:")
-    for judge_id, provider, model, _ in JUDGES:
-        url = anthropic_url if provider == "anthropic" else openai_url
-        lines.append(
-            f"  - {{id: {judge_id}, provider: {provider}, model: {model}, "
-            f"prompt: pairwise_preference, base_url: '{url}', api_key_env: {KEY_ENV}, "
-            "max_concurrency: 64}"
-        )
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def run_mode(mode: str, dataset: Path, gold: Any, tmp: Path) -> dict[str, Any]:
     """One run on a stand-in of its own: no mode finds another's prompts in its cache."""
     from juryflow.flows.evaluate import evaluate
@@ -81,7 +51,8 @@ def run_mode(mode: str, dataset: Path, gold: Any, tmp: Path) -> dict[str, Any]:
     from juryflow.storage.store import Store
 
     with running_stub_server(StubConfig(gold=gold)) as stub:
-        panel = write_panel(tmp / f"{mode}.yaml", stub.anthropic_base_url, stub.openai_base_url)
+        urls = (stub.anthropic_base_url, stub.openai_base_url)
+        panel = write_panel(tmp / f"{mode}.yaml", *urls, "pairwise_preference", JUDGES)
         db = tmp / f"{mode}.duckdb"
         began = time.perf_counter()
         request = RunRequest(
@@ -119,7 +90,7 @@ def main() -> int:
 
         from juryflow.standin.server import load_gold
 
-        dataset = pairs_dataset(tmp / "pairs.jsonl", args.pairs)
+        dataset = cost_dataset(tmp / "pairs.jsonl", args.pairs, PAIRS, marked="input")
         gold = load_gold(SAMPLE)
         print(f"{machine()} · {args.pairs} pairs · 3 simulated pairwise judges, both orders")
         print()
