@@ -311,3 +311,23 @@ def test_a_batch_sends_only_the_samples_the_cache_has_not(
         "WHERE run_id = ? GROUP BY 1 ORDER BY 1",
     )
     assert cached == [(0, True, 4), (1, True, 4), (2, False, 4), (3, False, 4)]
+
+
+def test_a_sampled_judge_on_a_server_without_a_batch_api_sends_only_its_missing_samples(
+    tmp_path: Path,
+) -> None:
+    """Judged in real time instead (the cache looked up again for it), the judge still
+    finds the samples the cache had."""
+    with running_stub_server(StubConfig(gold=load_gold(SAMPLE), batch_api=False)) as stub:
+        db = tmp_path / "store.duckdb"
+        two = _sampled_panel(tmp_path, stub, SAMPLED)
+        four = tmp_path / "four.yaml"
+        four.write_text(two.read_text().replace("samples: 3", "samples: 4"), encoding="utf-8")
+        two.write_text(two.read_text().replace("samples: 3", "samples: 2"), encoding="utf-8")
+        first = RunRequest(dataset=str(SAMPLE), panel=str(two), db=str(db), limit=4)
+        asyncio.run(evaluate(first))
+        stub.stats.reset()
+        again = RunRequest(dataset=str(SAMPLE), panel=str(four), db=str(db), limit=4, batch=True)
+        asyncio.run(evaluate(again))
+        assert stub.stats.requests() == 2 * 4  # samples 2 and 3 of each item, in real time
+        assert stats_of(stub.server).get("batches_created") == 0
