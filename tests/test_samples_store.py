@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from juryflow.judges.batches.resend import RESEND
 from juryflow.judges.sampling.keys import sample_cache_key
 from juryflow.maths.records import Item, Judgment, Span, Usage
 from juryflow.maths.samples.reducers import reduce_samples
@@ -121,3 +122,38 @@ def test_a_reaggregation_copies_the_samples(tmp_path: Path) -> None:
         ).fetchone()
     assert copied == [(0, 1.0, True), (1, 1.0, True), (2, None, True)]
     assert spans == (4,)
+
+
+def test_a_pairs_stored_samples_are_read_back_for_a_resume_and_replaced_when_judged_again(
+    tmp_path: Path,
+) -> None:
+    """What a batch run's ``--resume`` reads (``run_samples``: the scored samples of items
+    still without consensus, each with its ``cached`` flag) and that a judgment written
+    again for the same item and judge replaces its samples instead of adding to them."""
+    from dataclasses import replace
+
+    store = Store(tmp_path / "s.duckdb")
+    store.migrate()
+    item = Item("i1", {"response": TEXT})
+    first = [replace(SAMPLES[0], cached=True), SAMPLES[1], SAMPLES[2]]
+    waiting = replace(  # as batch mode stores a judgment waiting for its sample 2
+        reduce_samples(first, "majority", TEXT, cache_key="x"),
+        score=None,
+        spans=(),
+        unscored_reason=f"sample 2: expired {RESEND}",
+    )
+    store.write_chunk("r1", [item], [waiting], [])
+    read = store.run_samples("r1")
+    assert list(read) == [("i1", "noisy")]
+    assert {index: s.cached for index, s in read[("i1", "noisy")].items()} == {0: True, 1: False}
+    assert [span.text for span in read[("i1", "noisy")][1].spans] == ["ramen", "Sundays"]
+    store.forget_unscored("r1", [("i1", "noisy")])  # as --resume does
+    again = reduce_samples(SAMPLES[:2], "majority", TEXT, cache_key="y")
+    store.write_chunk("r1", [], [again], [])
+    with store.read() as con:
+        rows = con.execute(
+            "SELECT sample_index, cache_key FROM judgment_samples ORDER BY sample_index"
+        ).fetchall()
+    assert rows == [(0, "base"), (1, sample_cache_key("base", 1))]
+    with store.read() as con:
+        assert con.execute("SELECT count(*), count(score) FROM judgments").fetchall() == [(1, 1)]

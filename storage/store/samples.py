@@ -82,14 +82,14 @@ def insert_samples(
 _OF_PAIRS = "WHERE run_id = ? AND (item_id, judge_id) IN (SELECT unnest(?), unnest(?))"
 _CACHED_SAMPLES = (
     "SELECT run_id, item_id, judge_id, sample_index, output_kind, score, raw_output, "
-    "latency_ms, input_tokens, output_tokens, cost_usd, cache_key FROM ("
+    "latency_ms, input_tokens, output_tokens, cost_usd, cache_key, cached FROM ("
     "  SELECT *, row_number() OVER (PARTITION BY cache_key ORDER BY created_at DESC) AS rank"
     "  FROM judgment_samples WHERE cache_key IN (SELECT unnest(?)) AND score IS NOT NULL"
     ") WHERE rank = 1"
 )
 _RUN_SAMPLES = (
     "SELECT run_id, item_id, judge_id, sample_index, output_kind, score, raw_output, "
-    "latency_ms, input_tokens, output_tokens, cost_usd, cache_key FROM judgment_samples "
+    "latency_ms, input_tokens, output_tokens, cost_usd, cache_key, cached FROM judgment_samples "
     "WHERE run_id = $run AND score IS NOT NULL "
     "AND item_id NOT IN (SELECT item_id FROM consensus WHERE run_id = $run)"
 )
@@ -157,6 +157,7 @@ def _samples_of(
             latency_ms=latency or 0.0,
             usage=Usage(input_tokens=ins, output_tokens=outs, cost_usd=cost),
             cache_key=key,
+            cached=cached,
         )
         for (
             run_id,
@@ -171,5 +172,6 @@ def _samples_of(
             outs,
             cost,
             key,
+            cached,
         ) in rows
     }
