@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from juryflow.judges.batches.records import RequestKey
 from juryflow.judges.batches.resend import resendable
 from juryflow.judges.llm_judge import LLMJudge, PreparedCall
-from juryflow.judges.sampling import known
 from juryflow.judges.sampling.sampled_judge import SampledJudge, from_cache, reduced
 from juryflow.maths.records import Item, Judgment
 
@@ -51,7 +50,7 @@ class RoundRequests:
         base = str(call.common["cache_key"])
         self._items[item.item_id] = (item, base)
         earlier = self.answered.pop((item.item_id, judge.spec.id), {})
-        read = known.take(base) | {
+        read = judge.known_samples(item, base) | {
             index: replace(from_cache(judge.spec, judge.keys, item, sample), cached=sample.cached)
             for index, sample in earlier.items()
         }

@@ -62,10 +62,7 @@ class SampledJudge(LLMJudge):
         if isinstance(call, Judgment):
             return call  # the prompt cannot be rendered: no call, one unscored row
         base = str(call.common["cache_key"])
-        samples = {
-            index: from_cache(self.spec, self.keys, item, found)
-            for index, found in known.take(base).items()
-        }
+        samples = self.known_samples(item, base)
         missing = [index for index in range(self.spec.samples) if index not in samples]
         answers = await asyncio.gather(
             *(self.ask(item, index, breaker, budget) for index in missing),
@@ -76,8 +73,15 @@ class SampledJudge(LLMJudge):
                 # BudgetReached included: the item is left whole for --resume, as an
                 # unsampled judge's is (the samples answered are in no cache yet).
                 raise answer
-            samples[index] = replace(answer, cache_key=sample_cache_key(base, index))
+            samples[index] = self.sample(answer, index, base)
         return reduced(self.spec, self.keys, item, base, samples)
+
+    def known_samples(self, item: Item, base_key: str) -> dict[int, Judgment]:
+        """The samples of ``item`` the flow found in the cache (:mod:`.known`), taken."""
+        return {
+            index: from_cache(self.spec, self.keys, item, found)
+            for index, found in known.take(base_key).items()
+        }
 
     async def ask(
         self,
@@ -86,9 +90,9 @@ class SampledJudge(LLMJudge):
         breaker: CircuitBreaker | None,
         budget: Budget | None,
     ) -> Judgment:
-        """Sample ``index`` of ``item``: one call, of the item as that sample shows it."""
-        answer = await LLMJudge.judge(self, self.shown(item, index), breaker, budget)
-        return self.read_back(answer, index)
+        """Sample ``index`` of ``item``: one call, of the item as that sample shows it (its
+        answer as given: :meth:`sample` reads it back)."""
+        return await LLMJudge.judge(self, self.shown(item, index), breaker, budget)
 
     def shown(self, item: Item, index: int) -> Item:
         """``item`` as sample ``index`` asks it (every sample the same prompt here)."""
